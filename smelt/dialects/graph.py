@@ -229,7 +229,7 @@ class CompareOp(BinaryOp):
 
 
 def _unary(op_name: str, doc: str) -> type[UnaryOp]:
-    cls = type(op_name.title().replace("_", "") + "Op", (UnaryOp,), {"name": f"graph.{op_name}", "__doc__": doc})
+    cls = type(op_name.title().replace("_", "") + "Op", (UnaryOp,), {"name": f"graph.{op_name}", "__doc__": doc, "__module__": __name__})
     return irdl_op_definition(cls)
 
 
@@ -237,7 +237,7 @@ def _binary(op_name: str, doc: str, base: type[BinaryOp] = BinaryOp) -> type[Bin
     cls = type(
         op_name.title().replace("_", "") + "Op",
         (base,),
-        {"name": f"graph.{op_name}", "__doc__": doc},
+        {"name": f"graph.{op_name}", "__doc__": doc, "__module__": __name__},
     )
     return irdl_op_definition(cls)
 
