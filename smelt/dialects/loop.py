@@ -193,10 +193,30 @@ class AllocOp(IRDLOperation):
     name = "loop.alloc"
     offset = opt_prop_def(IntAttr)
     result = result_def(MemRefType)
-    assembly_format = "(`offset` $offset^)? attr-dict `:` type($result)"
 
-    def __init__(self, memref_type: MemRefType):
-        super().__init__(result_types=[memref_type])
+    def __init__(self, memref_type: MemRefType, offset: int | None = None):
+        props = {} if offset is None else {"offset": IntAttr(offset)}
+        super().__init__(result_types=[memref_type], properties=props)
+
+    def print(self, printer: Printer) -> None:
+        if self.offset is not None:
+            printer.print_string(f" offset({self.offset.data})")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AllocOp:
+        offset = None
+        if parser.parse_optional_keyword("offset"):
+            parser.parse_punctuation("(")
+            offset = parser.parse_integer()
+            parser.parse_punctuation(")")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(parser.parse_type(), offset)
+        op.attributes |= attrs
+        return op
 
 
 @irdl_op_definition

@@ -1,0 +1,57 @@
+"""smelt-opt: xDSL's opt driver with smelt's dialects, passes, targets and frontends."""
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from smelt.errors import SmeltError
+from smelt.universe import SMELT_UNIVERSE
+
+
+class SmeltOptMain(xDSLOptMain):
+    """Reads .mlir or .onnx, runs `-p` pipelines, prints any level (`-t mlir|llvm`)."""
+
+    version_format = "smelt-opt built on xdsl {xdsl_version}"
+
+    def register_all_dialects(self) -> None:
+        for name, factory in SMELT_UNIVERSE.all_dialects.items():
+            self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self) -> None:
+        for name, factory in SMELT_UNIVERSE.all_passes.items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        self.available_targets.update(SMELT_UNIVERSE.all_targets)
+
+    def register_all_frontends(self) -> None:
+        self.available_frontends.update(SMELT_UNIVERSE.all_frontends)
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--print-constants",
+            action="store_true",
+            help="print every constant in full instead of eliding large ones",
+        )
+
+    def run(self) -> None:
+        from smelt.dialects import graph
+
+        graph.PRINT_LARGE_CONSTANTS[0] = self.args.print_constants
+        super().run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        SmeltOptMain(args=argv).run()
+    except SmeltError as e:
+        print(f"smelt-opt: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The one registry of smelt's dialects, passes, targets and frontends."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Dialect
+from xdsl.passes import ModulePass
+from xdsl.universe import Universe
+from xdsl.utils.frontend import Frontend
+from xdsl.utils.target import Target
+
+
+def _xdsl_dialect(name: str) -> Callable[[], Dialect]:
+    def load() -> Dialect:
+        from xdsl.dialects import get_all_dialects
+
+        return get_all_dialects()[name]()
+
+    return load
+
+
+def _graph() -> Dialect:
+    from smelt.dialects.graph import Graph
+
+    return Graph
+
+
+def _loop() -> Dialect:
+    from smelt.dialects.loop import Loop
+
+    return Loop
+
+
+def _convert_graph_to_loop() -> type[ModulePass]:
+    from smelt.lowering.convert_graph_to_loop import ConvertGraphToLoopPass
+
+    return ConvertGraphToLoopPass
+
+
+@dataclass(frozen=True)
+class LLVMTarget(Target):
+    """Loop-level module → textual LLVM IR (what the JIT compiles)."""
+
+    name: ClassVar[str] = "llvm"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from smelt.lowering.llvm.emit import emit_llvm_ir
+
+        output.write(emit_llvm_ir(module))
+
+
+@dataclass(frozen=True)
+class OnnxFrontend(Frontend):
+    """An .onnx file → graph-level module (static shapes)."""
+
+    name: ClassVar[str] = "onnx"
+
+    def parse(self, ctx: Context, input: IO[bytes], input_name: str) -> ModuleOp:
+        from smelt.frontend.onnx import import_model
+
+        return import_model(input.read())
+
+
+def _mlir_target() -> type[Target]:
+    from xdsl.targets.mlir import MLIRTarget
+
+    return MLIRTarget
+
+
+def _mlir_frontend() -> type[Frontend]:
+    from xdsl.frontend import get_all_frontends
+
+    return get_all_frontends()["mlir"]()
+
+
+SMELT_UNIVERSE = Universe(
+    all_dialects={
+        **{
+            name: _xdsl_dialect(name)
+            for name in ("builtin", "func", "arith", "math", "memref", "vector", "scf")
+        },
+        "graph": _graph,
+        "loop": _loop,
+    },
+    all_passes={
+        "convert-graph-to-loop": _convert_graph_to_loop,
+    },
+    all_targets={"mlir": _mlir_target, "llvm": lambda: LLVMTarget},
+    all_frontends={"mlir": _mlir_frontend, "onnx": lambda: OnnxFrontend},
+)
+
+
+def make_context() -> Context:
+    """A context with every smelt dialect loaded (lazily)."""
+    ctx = Context()
+    for name, factory in SMELT_UNIVERSE.all_dialects.items():
+        ctx.register_dialect(name, factory)
+    return ctx

@@ -1,0 +1,27 @@
+// RUN: smelt-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+loop.for %i = 0 to 4 step 0 parallel {
+  loop.yield
+}
+// CHECK: loop.for step must be positive
+
+// -----
+
+loop.for %i = 0 to 4 step 1 sideways {
+  loop.yield
+}
+// CHECK: loop.for kind must be parallel or reduction
+
+// -----
+
+%z = arith.constant 0.0 : f32
+%s = loop.for %j = 0 to 8 step 1 reduction iter_args(%acc = %z) -> (f32) {
+  loop.yield
+}
+// CHECK: loop.yield types must match the loop results
+
+// -----
+
+%x = loop.alloc : memref<2x3xf32>
+%v = loop.view %x : memref<2x3xf32> -> memref<7xf32>
+// CHECK: loop.view cannot see
