@@ -1,0 +1,143 @@
+"""The `smelt` command: `smelt run MODEL [--inputs x.npz] [--check]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from smelt.errors import SmeltError
+
+DEFAULT_MODEL = "light_resnet50"
+
+
+def resolve_model(name: str) -> str:
+    """A path, or the name of a `light_*` model shipped in the onnx package."""
+    if os.path.exists(name):
+        return name
+    import onnx
+
+    light = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light")
+    candidate = os.path.join(light, name if name.endswith(".onnx") else name + ".onnx")
+    if os.path.exists(candidate):
+        return candidate
+    raise SmeltError(f"no model file '{name}' (and no light model of that name in {light})")
+
+
+def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = tuple(int(d) for d in dims.split("x"))
+        except ValueError:
+            raise SmeltError(
+                f"bad --input-shape '{item}': write NAME=DxDx…, e.g. input=1x3x224x224"
+            ) from None
+    return shapes
+
+
+def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for spec in model.inputs:
+        if spec.dtype.kind == "f":
+            feeds[spec.name] = rng.standard_normal(spec.shape).astype(spec.dtype)
+        elif spec.dtype.kind == "b":
+            feeds[spec.name] = rng.integers(0, 2, spec.shape).astype(np.bool_)
+        else:
+            feeds[spec.name] = rng.integers(0, 10, spec.shape).astype(spec.dtype)
+    return feeds
+
+
+def load_inputs(path: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as e:
+        raise SmeltError(f"cannot read inputs from '{path}': {e}") from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import smelt
+
+    path = resolve_model(args.model)
+    t0 = time.perf_counter()
+    model = smelt.compile(
+        path, args.target, input_shapes=parse_shapes(args.input_shape), level=args.level,
+        **({"pipeline": args.pipeline} if args.pipeline else {}),
+    )
+    print(f"compiled {os.path.basename(path)} for {args.target} in "
+          f"{time.perf_counter() - t0:.2f} s  [pipeline: {model.info['pipeline']}]")
+    feeds = load_inputs(args.inputs) if args.inputs else random_inputs(model)
+    t0 = time.perf_counter()
+    outputs = model.run(feeds)
+    print(f"ran in {(time.perf_counter() - t0) * 1e3:.1f} ms")
+    for name, value in outputs.items():
+        flat = value.reshape(-1)
+        head = np.array2string(flat[:5], precision=5, separator=", ")
+        print(f"  {name}: {value.dtype}{list(value.shape)} {head}{' …' if flat.size > 5 else ''}")
+    if args.output:
+        np.savez(args.output, **outputs)
+        print(f"wrote {args.output}")
+    if args.check:
+        return check_against_onnxruntime(path, feeds, outputs, args.tolerance)
+    return 0
+
+
+def check_against_onnxruntime(path, feeds, outputs, tolerance: float) -> int:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise SmeltError("--check needs onnxruntime: pip install onnxruntime") from None
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    expected = dict(zip(names, session.run(names, feeds)))
+    worst = 0.0
+    for name, value in outputs.items():
+        ref = expected[name]
+        scale = max(float(np.max(np.abs(ref))), 1e-30) if ref.size else 1.0
+        err = float(np.max(np.abs(value.astype(np.float64) - ref))) / scale if ref.size else 0.0
+        worst = max(worst, err)
+        print(f"  vs onnxruntime {name}: max relative error {err:.2e}")
+    ok = worst <= tolerance
+    print(f"check {'PASSED' if ok else 'FAILED'} (tolerance {tolerance:g})")
+    return 0 if ok else 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="smelt", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="compile a model, run it, print its outputs")
+    run.add_argument("model", nargs="?", default=DEFAULT_MODEL,
+                     help=f"an .onnx path or a light_* model name (default {DEFAULT_MODEL})")
+    run.add_argument("--inputs", help=".npz file of inputs by name (default: random)")
+    run.add_argument("--input-shape", action="append", default=[],
+                     metavar="NAME=DxD…", help="fix the dims of an input")
+    run.add_argument("--target", default="cpu")
+    run.add_argument("--level", default="O2", help="preset pipeline O0…O3")
+    run.add_argument("-p", "--pipeline", help="explicit pass pipeline")
+    run.add_argument("-o", "--output", help="write the outputs to this .npz")
+    run.add_argument("--check", action="store_true", help="compare with onnxruntime")
+    run.add_argument("--tolerance", type=float, default=1e-4)
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SmeltError as e:
+        print(f"smelt: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

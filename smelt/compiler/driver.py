@@ -1,0 +1,127 @@
+"""compile(model) → CompiledModel: import, run the pipeline, hand the result to a target."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import onnx
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
+from xdsl.passes import PassPipeline
+
+from smelt.compiler import pipelines
+from smelt.dialects import dtypes
+from smelt.errors import SmeltError
+from smelt.runtime.model import CompiledModel, TensorSpec
+from smelt.universe import SMELT_UNIVERSE, make_context
+
+ModelLike = str | os.PathLike | bytes | onnx.ModelProto | ModuleOp
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Everything that decides a compilation; the pipeline string holds the passes."""
+
+    target: str = "cpu"
+    pipeline: str | None = None  # None: the preset for `level`
+    level: str = pipelines.DEFAULT_LEVEL
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def resolved_pipeline(self) -> str:
+        return self.pipeline if self.pipeline is not None else pipelines.preset(
+            self.target, self.level
+        )
+
+
+def import_graph(model: ModelLike, input_shapes: dict | None = None) -> ModuleOp:
+    """The graph-level module of `model` (a path, bytes, ModelProto or module)."""
+    if isinstance(model, ModuleOp):
+        return model
+    from smelt.frontend.onnx import import_model
+
+    return import_model(model, input_shapes or {})
+
+
+def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
+    try:
+        return PassPipeline.parse_spec(SMELT_UNIVERSE.all_passes, spec, callback)
+    except ValueError as e:
+        raise SmeltError(f"bad pipeline '{spec}': {e}") from None
+
+
+def lower(module: ModuleOp, spec: str, callback: Callable | None = None) -> ModuleOp:
+    """Runs pipeline `spec` on `module` in place and returns it."""
+    parse_pipeline(spec, callback).apply(make_context(), module)
+    return module
+
+
+def main_func(module: ModuleOp) -> func.FuncOp:
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+            return op
+    raise SmeltError("the module has no @main function")
+
+
+def io_specs(module: ModuleOp) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """Input and output specs of @main (graph level: args/results; loop level:
+    args are inputs then outputs)."""
+    main = main_func(module)
+    names_in = _names(main, "smelt.input_names")
+    names_out = _names(main, "smelt.output_names")
+    types = list(main.function_type.inputs.data)
+    if all(isinstance(t, TensorType) for t in types):
+        types += list(main.function_type.outputs.data)
+    specs = [
+        TensorSpec(name, tuple(t.get_shape()), _numpy_dtype(t))
+        for name, t in zip(names_in + names_out, types, strict=True)
+    ]
+    return specs[: len(names_in)], specs[len(names_in) :]
+
+
+def _names(main: func.FuncOp, key: str) -> list[str]:
+    attr = main.attributes.get(key)
+    if not isinstance(attr, ArrayAttr):
+        raise SmeltError(f"@main lacks the {key} attribute")
+    return [a.data for a in attr.data]
+
+
+def _numpy_dtype(t: TensorType | MemRefType):
+    return dtypes.to_numpy(t.element_type)
+
+
+def compile(
+    model: ModelLike,
+    target: str = "cpu",
+    *,
+    pipeline: str | None = None,
+    level: str = pipelines.DEFAULT_LEVEL,
+    input_shapes: dict[str, Sequence[int]] | None = None,
+) -> CompiledModel:
+    """Compiles an ONNX model (path, bytes or ModelProto) for `target`."""
+    options = CompileOptions(
+        target=target,
+        pipeline=pipeline,
+        level=level,
+        input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
+    )
+    spec = options.resolved_pipeline()
+    if target not in pipelines.TARGETS:
+        raise SmeltError(f"unknown target '{target}': choose one of {pipelines.TARGETS}")
+    times = {}
+    t0 = time.perf_counter()
+    module = import_graph(model, options.input_shapes)
+    inputs, outputs = io_specs(module)
+    times["import"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    lower(module, spec)
+    times["passes"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    from smelt.lowering.llvm.jit import compile_to_native
+
+    program = compile_to_native(module)
+    times["codegen"] = time.perf_counter() - t0
+    info = {"pipeline": spec, "target": target, "seconds": times}
+    return CompiledModel(program, inputs, outputs, info)

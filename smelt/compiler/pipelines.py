@@ -1,0 +1,35 @@
+"""Named pass pipelines: the only place that decides pass order.
+
+A pipeline is a string in xDSL's pass-pipeline syntax that runs from the graph level
+down to the loop level; the target backend then takes the loop-level module. Every
+pass option is written out, so the string alone replays a compilation.
+"""
+
+from smelt.errors import SmeltError
+
+TARGETS = ("cpu",)
+
+# Graph-level clean-up / fusion and loop-level scheduling passes join these presets
+# as they land ([graph-opt], [loop-opt]); O0 is the plain lowering.
+PRESETS: dict[str, dict[str, str]] = {
+    "cpu": {
+        "O0": "convert-graph-to-loop",
+        "O1": "convert-graph-to-loop",
+        "O2": "convert-graph-to-loop",
+        "O3": "convert-graph-to-loop",
+    },
+}
+
+DEFAULT_LEVEL = "O2"
+
+
+def preset(target: str, level: str = DEFAULT_LEVEL) -> str:
+    """The pipeline string of preset `level` (O0…O3) for `target`."""
+    if target not in PRESETS:
+        raise SmeltError(f"unknown target '{target}': choose one of {', '.join(PRESETS)}")
+    levels = PRESETS[target]
+    if level not in levels:
+        raise SmeltError(
+            f"unknown optimization level '{level}': choose one of {', '.join(levels)}"
+        )
+    return levels[level]
