@@ -1,0 +1,99 @@
+"""Bad input reaches the user as one clear line and a non-zero exit, never a traceback."""
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+
+def smelt_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "smelt.compiler.cli", *args],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("smelt: error: "), lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def relu_model(shape) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="act")], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_truncated_file(tmp_path):
+    path = tmp_path / "cut.onnx"
+    data = relu_model([2, 3]).SerializeToString()
+    path.write_bytes(data[: len(data) // 2])
+    assert_one_line_error(smelt_cli("run", str(path)), "cut.onnx")
+
+
+def test_missing_file(tmp_path):
+    assert_one_line_error(smelt_cli("run", str(tmp_path / "nope.onnx")), "nope.onnx")
+
+
+def test_unknown_ops_are_all_listed(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="ok"),
+        helper.make_node("HardSwishy", ["a"], ["b"], name="first_bad", domain="x.y"),
+        helper.make_node("Frobnicate", ["b"], ["y"], name="second_bad", domain="x.y"),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("x.y", 1)]
+    )
+    path = tmp_path / "unknown.onnx"
+    onnx.save(model, path)
+    assert_one_line_error(
+        smelt_cli("run", str(path)), "HardSwishy", "first_bad", "Frobnicate", "second_bad"
+    )
+
+
+def test_dynamic_dim_needs_input_shape(tmp_path):
+    path = tmp_path / "dyn.onnx"
+    onnx.save(relu_model(["batch", 3]), path)
+    assert_one_line_error(smelt_cli("run", str(path)), "x", "--input-shape")
+    fixed = smelt_cli("run", str(path), "--input-shape", "x=2x3")
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_wrong_input_shape_at_run_time(tmp_path):
+    path = tmp_path / "relu.onnx"
+    onnx.save(relu_model([2, 3]), path)
+    inputs = tmp_path / "x.npz"
+    np.savez(inputs, x=np.zeros((3, 2), np.float32))
+    assert_one_line_error(smelt_cli("run", str(path), "--inputs", str(inputs)), "'x'", "[2, 3]")
+
+
+def test_bad_input_shape_flag(tmp_path):
+    path = tmp_path / "relu.onnx"
+    onnx.save(relu_model([2, 3]), path)
+    assert_one_line_error(smelt_cli("run", str(path), "--input-shape", "x=2xq"), "--input-shape")
+
+
+@pytest.mark.parametrize("feeds, needle", [
+    ({}, "missing input"),
+    ({"x": np.zeros((2, 3), np.float32), "z": np.zeros(1)}, "unknown input"),
+    ({"x": np.zeros((2, 3), np.float64)}, "dtype float64"),
+])
+def test_api_input_checks(tmp_path, feeds, needle):
+    import smelt
+
+    model = smelt.compile(relu_model([2, 3]))
+    with pytest.raises(smelt.SmeltError, match=needle):
+        model.run(feeds)
