@@ -34,10 +34,13 @@ def _loop() -> Dialect:
     return Loop
 
 
-def _convert_graph_to_loop() -> type[ModulePass]:
-    from smelt.lowering.convert_graph_to_loop import ConvertGraphToLoopPass
+def _pass(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+    def load() -> type[ModulePass]:
+        import importlib
 
-    return ConvertGraphToLoopPass
+        return getattr(importlib.import_module(module), cls)
+
+    return load
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,16 @@ SMELT_UNIVERSE = Universe(
         "loop": _loop,
     },
     all_passes={
-        "convert-graph-to-loop": _convert_graph_to_loop,
+        "graph-simplify": _pass("smelt.passes.graph_simplify", "GraphSimplifyPass"),
+        "graph-fold-constants": _pass(
+            "smelt.passes.graph_fold_constants", "GraphFoldConstantsPass"
+        ),
+        "graph-fold-batchnorm": _pass(
+            "smelt.passes.graph_fold_batchnorm", "GraphFoldBatchnormPass"
+        ),
+        "convert-graph-to-loop": _pass(
+            "smelt.lowering.convert_graph_to_loop", "ConvertGraphToLoopPass"
+        ),
     },
     all_targets={"mlir": _mlir_target, "llvm": lambda: LLVMTarget},
     all_frontends={"mlir": _mlir_frontend, "onnx": lambda: OnnxFrontend},
