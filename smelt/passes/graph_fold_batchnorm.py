@@ -42,7 +42,7 @@ class FoldIntoConv(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, bn: graph.BatchNormOp, rewriter: PatternRewriter) -> None:
         conv = bn.input.owner
-        if not isinstance(conv, graph.Conv2dOp) or len(conv.result.uses) != 1:
+        if not isinstance(conv, graph.Conv2dOp) or not conv.result.has_one_use():
             return
         affine, w, b = _affine(bn), _constant(conv.weight), _constant(conv.bias)
         if affine is None or w is None or b is None:
@@ -64,7 +64,7 @@ class FoldIntoGemm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, bn: graph.BatchNormOp, rewriter: PatternRewriter) -> None:
         gemm = bn.input.owner
-        if not isinstance(gemm, graph.GemmOp) or len(gemm.result.uses) != 1:
+        if not isinstance(gemm, graph.GemmOp) or not gemm.result.has_one_use():
             return
         affine, w, addend = _affine(bn), _constant(gemm.rhs), _constant(gemm.addend)
         if affine is None or w is None or addend is None:

@@ -1,0 +1,53 @@
+// RUN: smelt-opt %s -p graph-simplify | filecheck %s
+
+// CHECK-LABEL: func.func @identities
+// CHECK-NEXT: %{{.*}} = graph.relu %arg0
+// CHECK-NEXT: func.return
+func.func @identities(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = graph.identity %arg0 : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = graph.dropout %0 : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = graph.relu %1 : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %2 : tensor<4xf32>
+}
+
+// CHECK-LABEL: func.func @cse_dce
+// CHECK-NEXT: %[[E:.*]] = graph.exp %arg0
+// CHECK-NEXT: %[[S:.*]] = graph.add %[[E]], %[[E]]
+// CHECK-NEXT: func.return %[[S]]
+func.func @cse_dce(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = graph.exp %arg0 : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = graph.exp %arg0 : (tensor<4xf32>) -> tensor<4xf32>
+  %dead = graph.tanh %arg0 : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = graph.add %0, %1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return %2 : tensor<4xf32>
+}
+
+// CHECK-LABEL: func.func @reshapes
+// CHECK-NEXT: %[[R:.*]] = graph.reshape %arg0 : (tensor<2x6xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT: func.return %[[R]]
+func.func @reshapes(%arg0: tensor<2x6xf32>) -> tensor<3x4xf32> {
+  %0 = graph.reshape %arg0 : (tensor<2x6xf32>) -> tensor<12xf32>
+  %1 = graph.reshape %0 : (tensor<12xf32>) -> tensor<3x4xf32>
+  %2 = graph.reshape %1 : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  func.return %2 : tensor<3x4xf32>
+}
+
+// CHECK-LABEL: func.func @transposes
+// CHECK-NEXT: %[[T:.*]] = graph.transpose %arg0 {perm = array<i64: 2, 0, 1>}
+// CHECK-NEXT: func.return %arg0, %[[T]]
+func.func @transposes(%arg0: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4x2x3xf32>) {
+  %0 = graph.transpose %arg0 {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %1 = graph.transpose %0 {perm = array<i64: 1, 0, 2>} : (tensor<3x2x4xf32>) -> tensor<2x3x4xf32>
+  %2 = graph.transpose %0 {perm = array<i64: 2, 1, 0>} : (tensor<3x2x4xf32>) -> tensor<4x2x3xf32>
+  func.return %1, %2 : tensor<2x3x4xf32>, tensor<4x2x3xf32>
+}
+
+// Negative: a real reshape and a real transpose stay.
+// CHECK-LABEL: func.func @keep
+// CHECK-NEXT: graph.reshape
+// CHECK-NEXT: graph.transpose
+func.func @keep(%arg0: tensor<2x6xf32>) -> tensor<4x3xf32> {
+  %0 = graph.reshape %arg0 : (tensor<2x6xf32>) -> tensor<3x4xf32>
+  %1 = graph.transpose %0 {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+  func.return %1 : tensor<4x3xf32>
+}
