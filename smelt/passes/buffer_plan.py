@@ -1,0 +1,162 @@
+"""buffer-plan: static arena offsets for every intermediate buffer, from liveness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntAttr, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from smelt.dialects import dtypes, loop
+
+ALIGN = 64
+INPLACE_ATTR = "loop.elementwise"  # kernels whose output may overwrite a dying input
+
+
+def nbytes(t: MemRefType) -> int:
+    n = dtypes.byte_size(t.element_type)
+    for d in t.get_shape():
+        n *= d
+    return n
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+@dataclass
+class Buffer:
+    alloc: loop.AllocOp
+    size: int
+    start: int  # index of the first call that touches it
+    end: int  # index of the last call that touches it
+    offset: int = -1
+
+
+def _root(value: SSAValue) -> SSAValue:
+    while isinstance(value.owner, loop.ViewOp):
+        value = value.owner.source
+    return value
+
+
+def live_buffers(main: func.FuncOp) -> tuple[list[Buffer], list[func.CallOp]]:
+    """Every loop.alloc of @main with its live interval over the call sequence."""
+    calls = [op for op in main.body.ops if isinstance(op, func.CallOp)]
+    buffers: dict[SSAValue, Buffer] = {}
+    for op in main.body.ops:
+        if isinstance(op, loop.AllocOp):
+            buffers[op.result] = Buffer(op, _align(nbytes(op.result.type)), -1, -1)
+    for i, call in enumerate(calls):
+        for arg in call.arguments:
+            buf = buffers.get(_root(arg))
+            if buf is not None:
+                buf.start = i if buf.start < 0 else buf.start
+                buf.end = i
+    return [b for b in buffers.values() if b.start >= 0], calls
+
+
+def _overlap(a: Buffer, b: Buffer) -> bool:
+    return a.start <= b.end and b.start <= a.end
+
+
+def _inplace_pairs(buffers: list[Buffer], calls, kernels) -> dict[int, Buffer]:
+    """id(output buffer) → input buffer it may reuse: the call's kernel is
+    elementwise, the input dies at that call and has the output's size."""
+    by_value = {b.alloc.result: b for b in buffers}
+    pairs: dict[int, Buffer] = {}
+    taken: set[int] = set()
+    for i, call in enumerate(calls):
+        kernel = kernels.get(call.callee.string_value())
+        if kernel is None or INPLACE_ATTR not in kernel.attributes:
+            continue
+        n_out = int(kernel.attributes[INPLACE_ATTR].value.data)  # outputs at the end
+        ins, outs = call.arguments[:-n_out], call.arguments[-n_out:]
+        for out in outs:
+            ob = by_value.get(_root(out))
+            if ob is None or ob.start != i:
+                continue
+            for inp in ins:
+                ib = by_value.get(_root(inp))
+                if ib and ib.end == i and ib.size == ob.size and id(ib) not in taken:
+                    pairs[id(ob)] = ib
+                    taken.add(id(ib))
+                    break
+    return pairs
+
+
+def plan(buffers: list[Buffer], pairs: dict[int, Buffer] | None = None) -> int:
+    """Assigns offsets, biggest buffers first, each into the smallest gap left by
+    the already placed buffers whose lifetimes overlap it. Returns the arena size."""
+    pairs = pairs or {}
+    placed: list[Buffer] = []
+    for buf in sorted(buffers, key=lambda b: (-b.size, b.start)):
+        host = pairs.get(id(buf))
+        if host is not None and host.offset >= 0 and not any(
+            _overlap(buf, p) and p is not host
+            and p.offset < host.offset + buf.size and host.offset < p.offset + p.size
+            for p in placed
+        ):
+            buf.offset = host.offset
+        else:
+            busy = sorted((p.offset, p.offset + p.size) for p in placed if _overlap(buf, p))
+            best, best_gap, cursor = None, None, 0
+            for lo, hi in busy:
+                gap = lo - cursor
+                if gap >= buf.size and (best_gap is None or gap < best_gap):
+                    best, best_gap = cursor, gap
+                cursor = max(cursor, hi)
+            buf.offset = cursor if best is None else best
+        placed.append(buf)
+    return max((b.offset + b.size for b in placed), default=0)
+
+
+def lower_bound(buffers: list[Buffer], steps: int) -> int:
+    """The largest total of simultaneously live bytes."""
+    return max(
+        (sum(b.size for b in buffers if b.start <= t <= b.end) for t in range(steps)),
+        default=0,
+    )
+
+
+@dataclass(frozen=True)
+class BufferPlanPass(ModulePass):
+    """Gives every `loop.alloc` of @main an offset in one arena.
+
+    Expects a loop-level module. Buffers whose live intervals (over @main's call
+    sequence, views included) overlap never share bytes, except an elementwise
+    kernel's output that takes over an input dying at that kernel (`inplace`).
+    Sets `offset` on each alloc and records on @main `smelt.arena_bytes`,
+    `smelt.arena_lower_bound` and `smelt.naive_bytes`.
+
+        %t = loop.alloc : memref<64xf32>   →   %t = loop.alloc offset(256) : memref<64xf32>
+    """
+
+    name = "buffer-plan"
+
+    inplace: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        funcs = [f for f in op.ops if isinstance(f, func.FuncOp)]
+        kernels: dict[str, Operation] = {f.sym_name.data: f for f in funcs}
+        for entry in funcs:
+            if not loop.is_kernel(entry):
+                self.plan_entry(entry, kernels)
+
+    def plan_entry(self, main: func.FuncOp, kernels: dict[str, Operation]) -> None:
+        buffers, calls = live_buffers(main)
+        pairs = _inplace_pairs(buffers, calls, kernels) if self.inplace else {}
+        arena = plan(buffers, pairs)
+        for b in buffers:
+            b.alloc.offset = IntAttr(b.offset)
+        for a in main.body.ops:  # never-used allocs still need a home
+            if isinstance(a, loop.AllocOp) and a.offset is None:
+                a.offset = IntAttr(0)
+                arena = max(arena, _align(nbytes(a.result.type)))
+        bound = lower_bound(buffers, len(calls))
+        naive = sum(b.size for b in buffers)
+        for key, value in (("arena_bytes", arena), ("arena_lower_bound", bound),
+                           ("naive_bytes", naive)):
+            main.attributes[f"smelt.{key}"] = IntegerAttr(value, 64)
