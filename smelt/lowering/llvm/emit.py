@@ -1,0 +1,145 @@
+"""A loop-level module → one LLVM module with one entry point per model.
+
+    void smelt_main(ptr io, ptr arena, ptr weights)
+
+`io` points to @main's buffer pointers (inputs then outputs, in @main's argument
+order); intermediates live at fixed offsets in `arena` and weights in `weights` (see
+`plan.py`). The entry point calls the kernels, which are internal functions, in
+@main's order. A later thread pool slots in at that level: a parallel outer loop
+becomes its own function over an iteration range, dispatched by the entry point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.ir import SSAValue
+
+from smelt.dialects.loop import AllocOp, ConstantOp, ViewOp, is_kernel
+from smelt.errors import SmeltError
+from smelt.lowering.llvm.emit_kernel import (
+    EmitOptions,
+    KernelEmitter,
+    OpEmitter,
+    declare_kernel,
+)
+from smelt.lowering.llvm.emit_ops import SCALAR_EMITTERS
+from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
+from smelt.lowering.llvm.plan import MemoryPlan, plan_memory
+from smelt.lowering.llvm.types import I8, I64, PTR, VOID, buffer_info, constant
+
+ENTRY = "smelt_main"
+"""The native entry point: void smelt_main(ptr io, ptr arena, ptr weights)."""
+
+OP_EMITTERS: dict[str, OpEmitter] = {**SCALAR_EMITTERS, **VECTOR_EMITTERS}
+"""Op name → emitter: the ops the llvm target supports inside kernels."""
+
+
+@dataclass
+class LoweredModule:
+    """The LLVM module of a model and what running it needs."""
+
+    ir_module: ir.Module
+    plan: MemoryPlan | None
+    """None for a module without @main (kernels only)."""
+    io_types: list[MemRefType]
+    input_names: list[str]
+    output_names: list[str]
+
+
+def lower_module(module: ModuleOp, options: EmitOptions = EmitOptions()) -> LoweredModule:
+    """Builds the LLVM module of `module` (kernels, and the entry point if @main)."""
+    kernels: list[func.FuncOp] = []
+    main: func.FuncOp | None = None
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and is_kernel(op):
+            kernels.append(op)
+        elif isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+            main = op
+        else:
+            name = op.sym_name.data if isinstance(op, func.FuncOp) else op.name
+            raise SmeltError(
+                f"the llvm target expects kernels (func.func with loop.kernel) and "
+                f"@main at the top level, not {name}"
+            )
+    ir_module = ir.Module(name="smelt")
+    ir_module.triple = llvm.get_process_triple()
+    functions = {k.sym_name.data: declare_kernel(ir_module, k) for k in kernels}
+    for kernel in kernels:
+        KernelEmitter(functions[kernel.sym_name.data], kernel, OP_EMITTERS, options).emit()
+    if main is None:
+        return LoweredModule(ir_module, None, [], [], [])
+    plan = plan_memory(main)
+    _emit_entry(ir_module, main, functions, plan)
+    io_types = [a.type for a in main.body.block.args]
+    return LoweredModule(
+        ir_module,
+        plan,
+        io_types,  # type: ignore[arg-type]  # checked by _emit_entry
+        _names(main, "smelt.input_names"),
+        _names(main, "smelt.output_names"),
+    )
+
+
+def emit_llvm_ir(module: ModuleOp, options: EmitOptions = EmitOptions()) -> str:
+    """Textual LLVM IR of a loop-level module, before optimization."""
+    return str(lower_module(module, options).ir_module)
+
+
+def _names(main: func.FuncOp, key: str) -> list[str]:
+    attr = main.attributes.get(key)
+    if isinstance(attr, ArrayAttr):
+        return [a.data for a in attr.data if isinstance(a, StringAttr)]
+    return []
+
+
+def _emit_entry(
+    ir_module: ir.Module,
+    main: func.FuncOp,
+    functions: dict[str, ir.Function],
+    plan: MemoryPlan,
+) -> None:
+    fn = ir.Function(ir_module, ir.FunctionType(VOID, [PTR, PTR, PTR]), ENTRY)
+    fn.attributes.add("nounwind")
+    io, arena, weights = fn.args
+    io.name, arena.name, weights.name = "io", "arena", "weights"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    buffers: dict[SSAValue, ir.Value] = {}
+    for i, arg in enumerate(main.body.block.args):
+        buffer_info(arg.type)
+        slot = b.gep(io, [constant(I64, i)], inbounds=True, source_etype=PTR)
+        buffers[arg] = b.load(slot, typ=PTR, name=arg.name_hint or f"io{i}", align=8)
+
+    def at(base: ir.Value, offset: int, name: str | None) -> ir.Value:
+        return b.gep(base, [constant(I64, offset)], inbounds=True, source_etype=I8,
+                     name=name or "")
+
+    for op in main.body.block.ops:
+        if isinstance(op, AllocOp):
+            buffers[op.result] = at(arena, plan.arena_offsets[op.result], op.result.name_hint)
+        elif isinstance(op, ConstantOp):
+            buffers[op.result] = at(weights, plan.weight_offsets[op.result],
+                                    op.result.name_hint)
+        elif isinstance(op, ViewOp):
+            buffers[op.result] = buffers[op.source]
+        elif isinstance(op, func.CallOp):
+            callee = op.callee.root_reference.data
+            if callee not in functions:
+                raise SmeltError(f"@main calls @{callee}, which is not a loop.kernel")
+            target = functions[callee]
+            if len(op.arguments) != len(target.args):
+                raise SmeltError(f"@main calls @{callee} with {len(op.arguments)} "
+                                 f"buffers; it takes {len(target.args)}")
+            b.call(target, [buffers[v] for v in op.arguments])
+        elif isinstance(op, func.ReturnOp):
+            if op.operands:
+                raise SmeltError("@main must write its outputs to its arguments, "
+                                 "not return values")
+        else:
+            raise SmeltError(f"@main: the llvm target does not support `{op.name}` there; "
+                             "@main holds loop.alloc/constant/view and func.call only")
+    b.ret_void()

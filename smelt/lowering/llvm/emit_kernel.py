@@ -1,0 +1,250 @@
+"""One loop-level kernel (a `func.func` marked `loop.kernel`) → one LLVM function.
+
+Loops become canonical LLVM loops (preheader → header with the induction phi →
+body → latch → exit, bottom-tested because static bounds guarantee one trip), so
+LLVM's loop passes and vectorizers see the shape they expect. Memory ops linearize
+their indices with the buffer's static row-major strides. Everything else goes
+through one table from op name to emitter (`emit_ops.py`, `emit_vector.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+from xdsl.dialects import func
+from xdsl.ir import Block, Operation, SSAValue
+
+from smelt.dialects.loop import ForOp, YieldOp
+from smelt.errors import SmeltError
+from smelt.lowering.llvm.types import (
+    I64,
+    PTR,
+    VOID,
+    BufferInfo,
+    buffer_info,
+    constant,
+    memory_type,
+    value_type,
+)
+
+OpEmitter = Callable[["KernelEmitter", Operation], None]
+"""Emits one op at the builder's position and binds its results."""
+
+
+@dataclass(frozen=True)
+class EmitOptions:
+    """Choices of the llvm target that change the generated code."""
+
+    fast_math: bool = False
+    """Add `reassoc nsz` to float arithmetic (vectorized reductions need it)."""
+
+
+def kernel_function_name(kernel_name: str) -> str:
+    """The LLVM symbol of a kernel; prefixed so it cannot clash with libc names."""
+    return f"smelt.kernel.{kernel_name}"
+
+
+def declare_function(
+    module: ir.Module,
+    name: str,
+    ret: ir.Type,
+    args: Iterable[ir.Type],
+    attrs: Iterable[str] = ("nounwind",),
+) -> ir.Function:
+    """The function `name` of `module`, declared on first use."""
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    fn = ir.Function(module, ir.FunctionType(ret, list(args)), name)
+    for attr in attrs:
+        fn.attributes.add(attr)
+    return fn
+
+
+def declare_kernel(module: ir.Module, kernel: func.FuncOp) -> ir.Function:
+    """An internal `void(ptr, ...)` function for `kernel`, body not yet emitted."""
+    name = kernel.sym_name.data
+    for arg in kernel.body.block.args:
+        buffer_info(arg.type)  # raises a SmeltError for non-buffer arguments
+    if kernel.function_type.outputs.data:
+        raise SmeltError(f"kernel @{name} must not return values")
+    fn = ir.Function(
+        module,
+        ir.FunctionType(VOID, [PTR] * len(kernel.body.block.args)),
+        kernel_function_name(name),
+    )
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for i, (ir_arg, arg) in enumerate(zip(fn.args, kernel.body.block.args)):
+        ir_arg.name = arg.name_hint or f"arg{i}"
+    return fn
+
+
+class KernelEmitter:
+    """Emits the body of one kernel into its declared LLVM function."""
+
+    def __init__(
+        self,
+        fn: ir.Function,
+        kernel: func.FuncOp,
+        table: dict[str, OpEmitter],
+        options: EmitOptions,
+    ):
+        self.fn = fn
+        self.module: ir.Module = fn.module
+        self.kernel = kernel
+        self.name = kernel.sym_name.data
+        self.table = table
+        self.options = options
+        self.values: dict[SSAValue, ir.Value] = {}
+        self.builder = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    # --- values -------------------------------------------------------------
+
+    def get(self, value: SSAValue) -> ir.Value:
+        return self.values[value]
+
+    def operands(self, op: Operation) -> list[ir.Value]:
+        return [self.values[v] for v in op.operands]
+
+    def bind(self, result: SSAValue, value: ir.Value) -> None:
+        self.values[result] = value
+
+    def fp_flags(self, op: Operation) -> tuple[str, ...]:
+        """Fast-math flags for a float op: contract, the op's own, the option's."""
+        flags = {"contract"}
+        attr = op.properties.get("fastmath") or op.attributes.get("fastmath")
+        for flag in getattr(attr, "flags", ()):
+            flags.add(str(getattr(flag, "value", flag)))
+        if self.options.fast_math:
+            flags |= {"reassoc", "nsz"}
+        return tuple(sorted(flags))
+
+    def call_intrinsic(
+        self,
+        base: str,
+        args: list[ir.Value],
+        ret: ir.Type,
+        overloads: Iterable[ir.Type] = (),
+        flags: tuple[str, ...] = (),
+    ) -> ir.Value:
+        """Calls `llvm.<base>` mangled with the types in `overloads` (default: ret)."""
+        from smelt.lowering.llvm.types import suffix
+
+        types = list(overloads) or [ret]
+        name = ".".join([base, *(suffix(t) for t in types)])
+        fn = declare_function(self.module, name, ret, [a.type for a in args])
+        return self.builder.call(fn, args, fastmath=flags)
+
+    # --- structure ----------------------------------------------------------
+
+    def emit(self) -> None:
+        """Emits the whole kernel body."""
+        for ir_arg, arg in zip(self.fn.args, self.kernel.body.block.args):
+            self.bind(arg, ir_arg)
+        self.emit_block(self.kernel.body.block)
+        self.builder.ret_void()
+
+    def emit_block(self, block: Block) -> None:
+        for op in block.ops:
+            if isinstance(op, ForOp):
+                self.emit_for(op)
+            elif isinstance(op, YieldOp | func.ReturnOp):
+                if isinstance(op, func.ReturnOp) and op.operands:
+                    raise SmeltError(f"kernel @{self.name} must not return values")
+            else:
+                self.emit_op(op)
+
+    def emit_op(self, op: Operation) -> None:
+        emitter = self.table.get(op.name)
+        if emitter is None:
+            raise SmeltError(
+                f"kernel @{self.name}: the llvm target does not support `{op.name}` "
+                "yet; lower it to arith/math/memref ops or extend "
+                "smelt/lowering/llvm/emit_ops.py"
+            )
+        try:
+            emitter(self, op)
+        except SmeltError as e:
+            raise SmeltError(f"kernel @{self.name}: `{op.name}`: {e}") from e
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise SmeltError(
+                f"kernel @{self.name}: cannot emit `{op.name}` for the llvm target "
+                f"({type(e).__name__}: {e})"
+            ) from e
+
+    def emit_for(self, op: ForOp) -> None:
+        """`loop.for` → a bottom-tested loop with the induction phi in its header."""
+        lb, step, trips = op.lb.data, op.step.data, op.trip_count
+        block = op.body.block
+        inits = [self.get(v) for v in op.iter_inits]
+        if trips == 0:
+            for res, init in zip(op.res, inits):
+                self.bind(res, init)
+            return
+        yield_op = block.last_op
+        assert isinstance(yield_op, YieldOp)  # loop.for's verifier guarantees it
+        if trips == 1:
+            self.bind(block.args[0], constant(I64, lb))
+            for arg, init in zip(block.args[1:], inits):
+                self.bind(arg, init)
+            self.emit_block(block)
+            for res, value in zip(op.res, yield_op.values):
+                self.bind(res, self.get(value))
+            return
+        b = self.builder
+        preheader = b.block
+        header = self.fn.append_basic_block("loop.header")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(I64, name="iv")
+        iv.add_incoming(constant(I64, lb), preheader)
+        self.bind(block.args[0], iv)
+        phis = []
+        for arg, init in zip(block.args[1:], inits):
+            phi = b.phi(value_type(arg.type), name="acc")
+            phi.add_incoming(init, preheader)
+            self.bind(arg, phi)
+            phis.append(phi)
+        self.emit_block(block)
+        latch = b.block
+        next_iv = b.add(iv, constant(I64, step), name="iv.next", flags=["nsw"])
+        done = b.icmp_signed("==", next_iv, constant(I64, lb + trips * step))
+        exit_block = self.fn.append_basic_block("loop.exit")
+        b.cbranch(done, exit_block, header)
+        iv.add_incoming(next_iv, latch)
+        for phi, value in zip(phis, yield_op.values):
+            phi.add_incoming(self.get(value), latch)
+        b.position_at_end(exit_block)
+        for res, value in zip(op.res, yield_op.values):
+            self.bind(res, self.get(value))
+
+    # --- memory -------------------------------------------------------------
+
+    def address(self, buffer: SSAValue, indices: list[SSAValue]) -> ir.Value:
+        """The address of `buffer[indices]`: base + Σ index·stride elements."""
+        info = buffer_info(buffer.type)
+        if len(indices) != len(info.shape):
+            raise SmeltError(f"{len(indices)} indices for a buffer of rank {len(info.shape)}")
+        b = self.builder
+        offset: ir.Value | None = None
+        for index, stride in zip(indices, info.strides):
+            term = self.get(index)
+            if stride != 1:
+                term = b.mul(term, constant(I64, stride), flags=["nsw"])
+            offset = term if offset is None else b.add(offset, term, flags=["nsw"])
+        if offset is None:
+            return self.get(buffer)
+        return b.gep(
+            self.get(buffer), [offset], inbounds=True, source_etype=memory_type(info.element)
+        )
+
+    def alloca(self, info: BufferInfo) -> ir.Value:
+        """A scratch buffer in the kernel's stack frame, allocated once on entry."""
+        b = ir.IRBuilder()
+        b.position_at_start(self.fn.entry_basic_block)
+        slot = b.alloca(ir.ArrayType(memory_type(info.element), max(1, info.numel)))
+        slot.align = 64
+        return slot

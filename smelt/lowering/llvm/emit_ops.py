@@ -1,0 +1,373 @@
+"""Per-op emitters of the llvm target: arith, math and memref ops → LLVM IR.
+
+Each op family has one emitter; `SCALAR_EMITTERS` maps op names to them. Emitters
+read operands generically (`op.operands`, `op.results`) so that ops xDSL does not
+define (like `arith.remf`, parsed as unregistered) are handled the same way. Every
+emitter also accepts 1-d vector operands, so vectorized bodies reuse them.
+
+Semantics chosen where MLIR leaves them undefined, so a bad input can never trap the
+host process: integer division or remainder by zero gives 0, `MIN / -1` wraps to
+`MIN`, and shifting by the bit width or more gives 0 (`shrsi`: the sign fill).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import llvmlite.ir as ir
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+)
+from xdsl.ir import Operation
+
+from smelt.errors import SmeltError
+from smelt.lowering.llvm import libm
+from smelt.lowering.llvm.types import (
+    I1,
+    BufferInfo,
+    buffer_info,
+    constant,
+    element_of,
+    memory_type,
+    scalar_constant,
+    value_type,
+)
+
+if TYPE_CHECKING:
+    from smelt.lowering.llvm.emit_kernel import KernelEmitter, OpEmitter
+
+
+def _result_type(op: Operation) -> ir.Type:
+    return value_type(op.results[0].type)
+
+
+# --- arith: constants, arithmetic -------------------------------------------
+
+
+def emit_constant(em: KernelEmitter, op: Operation) -> None:
+    ty = _result_type(op)
+    attr = op.properties.get("value") or op.attributes.get("value")
+    match attr:
+        case IntegerAttr():
+            value = constant(ty, attr.value.data)
+        case FloatAttr():
+            value = constant(ty, attr.value.data)
+        case DenseIntOrFPElementsAttr() if isinstance(ty, ir.VectorType):
+            items = list(attr.iter_values())
+            if len(items) == 1:
+                items *= ty.count
+            value = ir.Constant(ty, [scalar_constant(ty.element, v) for v in items])
+        case _:
+            raise SmeltError(f"constant {attr} of type {op.results[0].type}")
+    em.bind(op.results[0], value)
+
+
+_FLOAT_BINARY = {
+    "arith.addf": "fadd",
+    "arith.subf": "fsub",
+    "arith.mulf": "fmul",
+    "arith.divf": "fdiv",
+    "arith.remf": "frem",
+}
+
+_INT_BINARY = {
+    "arith.addi": "add",
+    "arith.subi": "sub",
+    "arith.muli": "mul",
+    "arith.andi": "and_",
+    "arith.ori": "or_",
+    "arith.xori": "xor",
+}
+
+
+def emit_float_binary(em: KernelEmitter, op: Operation) -> None:
+    a, b = em.operands(op)
+    method = getattr(em.builder, _FLOAT_BINARY[op.name])
+    em.bind(op.results[0], method(a, b, flags=em.fp_flags(op)))
+
+
+def emit_negf(em: KernelEmitter, op: Operation) -> None:
+    (a,) = em.operands(op)
+    em.bind(op.results[0], em.builder.fneg(a, flags=em.fp_flags(op)))
+
+
+def emit_int_binary(em: KernelEmitter, op: Operation) -> None:
+    a, b = em.operands(op)
+    em.bind(op.results[0], getattr(em.builder, _INT_BINARY[op.name])(a, b))
+
+
+def emit_shift(em: KernelEmitter, op: Operation) -> None:
+    a, amount = em.operands(op)
+    b, ty = em.builder, a.type
+    width = element_of(ty).width
+    too_far = b.icmp_unsigned(">=", amount, constant(ty, width))
+    if op.name == "arith.shrsi":
+        clamped = b.select(too_far, constant(ty, width - 1), amount)
+        em.bind(op.results[0], b.ashr(a, clamped))
+        return
+    shifted = b.shl(a, amount) if op.name == "arith.shli" else b.lshr(a, amount)
+    em.bind(op.results[0], b.select(too_far, constant(ty, 0), shifted))
+
+
+def emit_int_division(em: KernelEmitter, op: Operation) -> None:
+    """divsi divui remsi remui floordivsi ceildivsi ceildivui, made total."""
+    a, d = em.operands(op)
+    b, ty = em.builder, a.type
+    signed = op.name.endswith("si")
+    zero, one = constant(ty, 0), constant(ty, 1)
+    by_zero = b.icmp_unsigned("==", d, zero)
+    safe = b.select(by_zero, one, d)
+    if signed:
+        width = element_of(ty).width
+        overflow = b.and_(
+            b.icmp_signed("==", a, constant(ty, -(1 << (width - 1)))),
+            b.icmp_signed("==", d, constant(ty, -1)),
+        )
+        safe = b.select(overflow, one, safe)
+    kind = op.name.removeprefix("arith.")[:-2]
+    if kind in ("div", "rem"):
+        method = {"div": "sdiv" if signed else "udiv", "rem": "srem" if signed else "urem"}
+        result = getattr(b, method[kind])(a, safe)
+    else:
+        quotient = b.sdiv(a, safe) if signed else b.udiv(a, safe)
+        rem = b.srem(a, safe) if signed else b.urem(a, safe)
+        inexact = b.icmp_unsigned("!=", rem, zero)
+        if kind == "floordiv":
+            # round toward -inf: one less when the remainder's sign differs from d's
+            differ = b.icmp_signed("<", b.xor(rem, safe), zero)
+            result = b.sub(quotient, b.zext(b.and_(inexact, differ), ty))
+        elif signed:  # ceildivsi: one more when the signs agree
+            agree = b.icmp_signed(">=", b.xor(rem, safe), zero)
+            result = b.add(quotient, b.zext(b.and_(inexact, agree), ty))
+        else:
+            result = b.add(quotient, b.zext(inexact, ty))
+    em.bind(op.results[0], b.select(by_zero, zero, result))
+
+
+_MIN_MAX = {
+    "arith.maximumf": "llvm.maximum",  # propagates NaN, like numpy.maximum
+    "arith.minimumf": "llvm.minimum",
+    "arith.maxnumf": "llvm.maxnum",  # ignores a NaN operand
+    "arith.minnumf": "llvm.minnum",
+    "arith.maxsi": "llvm.smax",
+    "arith.minsi": "llvm.smin",
+    "arith.maxui": "llvm.umax",
+    "arith.minui": "llvm.umin",
+}
+
+
+def emit_min_max(em: KernelEmitter, op: Operation) -> None:
+    a, b = em.operands(op)
+    flags = em.fp_flags(op) if op.name.endswith("f") else ()
+    em.bind(op.results[0], em.call_intrinsic(_MIN_MAX[op.name], [a, b], a.type, flags=flags))
+
+
+# --- arith: comparisons, select, casts ----------------------------------------
+
+# arith.cmpf predicates in order: false oeq ogt oge olt ole one ord
+#                                 ueq ugt uge ult ule une uno true
+_CMPF = ["==", ">", ">=", "<", "<=", "!=", "ord"]
+# arith.cmpi predicates in order: eq ne slt sle sgt sge ult ule ugt uge
+_CMPI = [("==", True), ("!=", True), ("<", True), ("<=", True), (">", True),
+         (">=", True), ("<", False), ("<=", False), (">", False), (">=", False)]
+
+
+def _predicate(op: Operation) -> int:
+    attr = op.properties.get("predicate") or op.attributes.get("predicate")
+    if not isinstance(attr, IntegerAttr):
+        raise SmeltError("comparison without an integer predicate")
+    return attr.value.data
+
+
+def emit_cmpf(em: KernelEmitter, op: Operation) -> None:
+    a, b = em.operands(op)
+    pred = _predicate(op)
+    if pred in (0, 15):
+        em.bind(op.results[0], constant(_result_type(op), int(pred == 15)))
+        return
+    flags = em.fp_flags(op)
+    if pred <= 7:
+        value = em.builder.fcmp_ordered(_CMPF[pred - 1], a, b, flags=flags)
+    elif pred == 14:
+        value = em.builder.fcmp_unordered("uno", a, b, flags=flags)
+    else:
+        value = em.builder.fcmp_unordered(_CMPF[pred - 8], a, b, flags=flags)
+    em.bind(op.results[0], value)
+
+
+def emit_cmpi(em: KernelEmitter, op: Operation) -> None:
+    a, b = em.operands(op)
+    cmp, signed = _CMPI[_predicate(op)]
+    method = em.builder.icmp_signed if signed else em.builder.icmp_unsigned
+    em.bind(op.results[0], method(cmp, a, b))
+
+
+def emit_select(em: KernelEmitter, op: Operation) -> None:
+    cond, a, b = em.operands(op)
+    em.bind(op.results[0], em.builder.select(cond, a, b))
+
+
+_CASTS = {
+    "arith.extf": "fpext",
+    "arith.truncf": "fptrunc",
+    "arith.sitofp": "sitofp",
+    "arith.uitofp": "uitofp",
+    "arith.fptosi": "fptosi",
+    "arith.fptoui": "fptoui",
+    "arith.extsi": "sext",
+    "arith.extui": "zext",
+    "arith.trunci": "trunc",
+    "arith.bitcast": "bitcast",
+}
+
+
+def emit_cast(em: KernelEmitter, op: Operation) -> None:
+    (a,) = em.operands(op)
+    ty = _result_type(op)
+    if op.name in ("arith.index_cast", "arith.index_castui"):
+        src, dst = element_of(a.type).width, element_of(ty).width
+        if src == dst:
+            value = a
+        elif src > dst:
+            value = em.builder.trunc(a, ty)
+        elif op.name == "arith.index_cast":
+            value = em.builder.sext(a, ty)
+        else:
+            value = em.builder.zext(a, ty)
+    else:
+        value = getattr(em.builder, _CASTS[op.name])(a, ty)
+    em.bind(op.results[0], value)
+
+
+# --- math ----------------------------------------------------------------------
+
+_MATH_INTRINSICS = {
+    "math.exp": "llvm.exp",
+    "math.exp2": "llvm.exp2",
+    "math.log": "llvm.log",
+    "math.log2": "llvm.log2",
+    "math.log10": "llvm.log10",
+    "math.sqrt": "llvm.sqrt",
+    "math.absf": "llvm.fabs",
+    "math.floor": "llvm.floor",
+    "math.ceil": "llvm.ceil",
+    "math.trunc": "llvm.trunc",
+    "math.round": "llvm.round",
+    "math.roundeven": "llvm.roundeven",
+    "math.sin": "llvm.sin",
+    "math.cos": "llvm.cos",
+    "math.tan": "llvm.tan",
+    "math.powf": "llvm.pow",
+    "math.fma": "llvm.fma",
+    "math.copysign": "llvm.copysign",
+    "math.ctpop": "llvm.ctpop",
+}
+
+
+def emit_math_intrinsic(em: KernelEmitter, op: Operation) -> None:
+    args = em.operands(op)
+    ty = _result_type(op)
+    flags = em.fp_flags(op) if op.name not in ("math.ctpop",) else ()
+    em.bind(op.results[0], em.call_intrinsic(_MATH_INTRINSICS[op.name], args, ty, flags=flags))
+
+
+def emit_int_intrinsic(em: KernelEmitter, op: Operation) -> None:
+    """absi ctlz cttz: LLVM's versions take a flag; false keeps them total."""
+    (a,) = em.operands(op)
+    base = {"math.absi": "llvm.abs", "math.ctlz": "llvm.ctlz", "math.cttz": "llvm.cttz"}
+    em.bind(op.results[0], em.call_intrinsic(base[op.name], [a, ir.Constant(I1, 0)], a.type))
+
+
+def emit_fpowi(em: KernelEmitter, op: Operation) -> None:
+    base, exponent = em.operands(op)
+    value = em.call_intrinsic(
+        "llvm.powi", [base, exponent], base.type, overloads=[base.type, exponent.type]
+    )
+    em.bind(op.results[0], value)
+
+
+def emit_rsqrt(em: KernelEmitter, op: Operation) -> None:
+    (a,) = em.operands(op)
+    flags = em.fp_flags(op)
+    root = em.call_intrinsic("llvm.sqrt", [a], a.type, flags=flags)
+    em.bind(op.results[0], em.builder.fdiv(constant(a.type, 1.0), root, flags=flags))
+
+
+def emit_math_libm(em: KernelEmitter, op: Operation) -> None:
+    """tanh, erf, ... have no LLVM intrinsic: call libm, lane by lane for vectors."""
+    args = em.operands(op)
+    ty = _result_type(op)
+    name = op.name.removeprefix("math.")
+    em.bind(op.results[0], libm.call(em, name, args, ty))
+
+
+# --- memref inside kernels ---------------------------------------------------------
+
+
+def emit_load(em: KernelEmitter, op: Operation) -> None:
+    buffer, *indices = op.operands
+    info = buffer_info(buffer.type)
+    value = em.builder.load(
+        em.address(buffer, list(indices)),
+        typ=memory_type(info.element),
+        align=info.element_bytes,
+    )
+    ty = _result_type(op)
+    if value.type != ty:  # i1 is stored as i8
+        value = em.builder.trunc(value, ty)
+    em.bind(op.results[0], value)
+
+
+def emit_store(em: KernelEmitter, op: Operation) -> None:
+    stored, buffer, *indices = op.operands
+    info = buffer_info(buffer.type)
+    value = em.get(stored)
+    mem = memory_type(info.element)
+    if value.type != mem:
+        value = em.builder.zext(value, mem)
+    em.builder.store(value, em.address(buffer, list(indices)), align=info.element_bytes)
+
+
+def emit_alloca(em: KernelEmitter, op: Operation) -> None:
+    info: BufferInfo = buffer_info(op.results[0].type)
+    em.bind(op.results[0], em.alloca(info))
+
+
+def emit_view(em: KernelEmitter, op: Operation) -> None:
+    em.bind(op.results[0], em.get(op.operands[0]))
+
+
+def _table() -> dict[str, OpEmitter]:
+    table: dict[str, OpEmitter] = {"arith.constant": emit_constant}
+    families: list[tuple[OpEmitter, object]] = [
+        (emit_float_binary, _FLOAT_BINARY),
+        (emit_int_binary, _INT_BINARY),
+        (emit_shift, ["arith.shli", "arith.shrsi", "arith.shrui"]),
+        (emit_int_division, ["arith.divsi", "arith.divui", "arith.remsi", "arith.remui",
+                             "arith.floordivsi", "arith.ceildivsi", "arith.ceildivui"]),
+        (emit_min_max, _MIN_MAX),
+        (emit_negf, ["arith.negf"]),
+        (emit_cmpf, ["arith.cmpf"]),
+        (emit_cmpi, ["arith.cmpi"]),
+        (emit_select, ["arith.select"]),
+        (emit_cast, [*_CASTS, "arith.index_cast", "arith.index_castui"]),
+        (emit_math_intrinsic, _MATH_INTRINSICS),
+        (emit_int_intrinsic, ["math.absi", "math.ctlz", "math.cttz"]),
+        (emit_fpowi, ["math.fpowi"]),
+        (emit_rsqrt, ["math.rsqrt"]),
+        (emit_math_libm, [f"math.{n}" for n in libm.FUNCTIONS]),
+        (emit_load, ["memref.load"]),
+        (emit_store, ["memref.store"]),
+        (emit_alloca, ["memref.alloca"]),
+        (emit_view, ["loop.view"]),
+    ]
+    for emitter, names in families:
+        for name in names:
+            table[name] = emitter
+    return table
+
+
+SCALAR_EMITTERS: dict[str, OpEmitter] = _table()
+"""Op name → emitter, for every scalar op the llvm target supports."""

@@ -1,0 +1,153 @@
+"""Per-op emitters for xDSL's `vector` ops on 1-d vectors → LLVM vector IR.
+
+Elementwise arith/math ops on vectors are handled by `emit_ops.py`; this file adds
+the ops that move data between memory, scalars and vectors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import llvmlite.ir as ir
+from xdsl.ir import Operation
+
+from smelt.errors import SmeltError
+from smelt.lowering.llvm.types import (
+    I32,
+    buffer_info,
+    constant,
+    memory_type,
+    value_type,
+)
+
+if TYPE_CHECKING:
+    from smelt.lowering.llvm.emit_kernel import KernelEmitter, OpEmitter
+
+
+def _memory_vector(ty: ir.VectorType, element_type) -> ir.VectorType:
+    return ir.VectorType(memory_type(element_type), ty.count)
+
+
+def emit_vector_load(em: KernelEmitter, op: Operation) -> None:
+    buffer, *indices = op.operands
+    info = buffer_info(buffer.type)
+    ty = value_type(op.results[0].type)
+    mem = _memory_vector(ty, info.element)
+    # Only element alignment is known: the vector may start anywhere in a row.
+    value = em.builder.load(em.address(buffer, indices), typ=mem, align=info.element_bytes)
+    em.bind(op.results[0], value if mem == ty else em.builder.trunc(value, ty))
+
+
+def emit_vector_store(em: KernelEmitter, op: Operation) -> None:
+    stored, buffer, *indices = op.operands
+    info = buffer_info(buffer.type)
+    value = em.get(stored)
+    mem = _memory_vector(value.type, info.element)
+    if mem != value.type:
+        value = em.builder.zext(value, mem)
+    em.builder.store(value, em.address(buffer, indices), align=info.element_bytes)
+
+
+def splat(em: KernelEmitter, scalar: ir.Value, ty: ir.VectorType) -> ir.Value:
+    """`scalar` in every lane of `ty` (insertelement + zero-mask shufflevector)."""
+    b = em.builder
+    one = b.insert_element(ir.Constant(ty, ir.Undefined), scalar, constant(I32, 0))
+    mask = ir.Constant(ir.VectorType(I32, ty.count), [constant(I32, 0)] * ty.count)
+    return b.shuffle_vector(one, ir.Constant(ty, ir.Undefined), mask)
+
+
+def emit_broadcast(em: KernelEmitter, op: Operation) -> None:
+    (source,) = em.operands(op)
+    ty = value_type(op.results[0].type)
+    if source.type == ty:
+        em.bind(op.results[0], source)
+    elif isinstance(source.type, ir.VectorType):
+        raise SmeltError(f"broadcast of {source.type} to {ty}")
+    else:
+        em.bind(op.results[0], splat(em, source, ty))
+
+
+def emit_vector_fma(em: KernelEmitter, op: Operation) -> None:
+    a, b, acc = em.operands(op)
+    em.bind(op.results[0], em.call_intrinsic("llvm.fma", [a, b, acc], a.type,
+                                             flags=em.fp_flags(op)))
+
+
+# kind → (LLVM reduction intrinsic, scalar emitter combining it with `acc`)
+_REDUCTIONS = {
+    "add": ("add", "add"),
+    "mul": ("mul", "mul"),
+    "and": ("and", "and_"),
+    "or": ("or", "or_"),
+    "xor": ("xor", "xor"),
+    "maxsi": ("smax", "llvm.smax"),
+    "minsi": ("smin", "llvm.smin"),
+    "maxui": ("umax", "llvm.umax"),
+    "minui": ("umin", "llvm.umin"),
+    "maxnumf": ("fmax", "llvm.maxnum"),
+    "minnumf": ("fmin", "llvm.minnum"),
+    "maximumf": ("fmaximum", "llvm.maximum"),
+    "minimumf": ("fminimum", "llvm.minimum"),
+}
+
+
+def emit_reduction(em: KernelEmitter, op: Operation) -> None:
+    """vector.reduction: ordered for float add/mul unless fastmath allows reassoc."""
+    vec, *acc = em.operands(op)
+    kind = str(op.properties["kind"].data)
+    scalar = vec.type.element
+    floating = isinstance(scalar, ir.HalfType | ir.FloatType | ir.DoubleType)
+    flags = em.fp_flags(op) if floating else ()
+    b = em.builder
+    if floating and kind in ("add", "mul"):
+        start = acc[0] if acc else constant(scalar, -0.0 if kind == "add" else 1.0)
+        base = f"llvm.vector.reduce.f{kind}"
+        result = em.call_intrinsic(base, [start, vec], scalar, overloads=[vec.type],
+                                   flags=flags)
+        em.bind(op.results[0], result)
+        return
+    intrinsic, combine = _REDUCTIONS[kind]
+    result = em.call_intrinsic(f"llvm.vector.reduce.{intrinsic}", [vec], scalar,
+                               overloads=[vec.type], flags=flags)
+    if acc:
+        if combine.startswith("llvm."):
+            result = em.call_intrinsic(combine, [result, acc[0]], scalar, flags=flags)
+        elif floating:
+            result = getattr(b, "f" + combine)(result, acc[0], flags=flags)
+        else:
+            result = getattr(b, combine)(result, acc[0])
+    em.bind(op.results[0], result)
+
+
+def _position(em: KernelEmitter, op: Operation, dynamic) -> ir.Value:
+    positions = list(op.properties["static_position"].get_values())
+    if len(positions) != 1:
+        raise SmeltError("only 1-d vectors are supported")
+    if positions[0] < 0:  # the dynamic marker
+        return em.builder.trunc(em.get(dynamic[0]), I32)
+    return constant(I32, positions[0])
+
+
+def emit_extract(em: KernelEmitter, op: Operation) -> None:
+    vec, *dynamic = op.operands
+    index = _position(em, op, dynamic)
+    em.bind(op.results[0], em.builder.extract_element(em.get(vec), index))
+
+
+def emit_insert(em: KernelEmitter, op: Operation) -> None:
+    source, dest, *dynamic = op.operands
+    index = _position(em, op, dynamic)
+    value = em.builder.insert_element(em.get(dest), em.get(source), index)
+    em.bind(op.results[0], value)
+
+
+VECTOR_EMITTERS: dict[str, OpEmitter] = {
+    "vector.load": emit_vector_load,
+    "vector.store": emit_vector_store,
+    "vector.broadcast": emit_broadcast,
+    "vector.fma": emit_vector_fma,
+    "vector.reduction": emit_reduction,
+    "vector.extract": emit_extract,
+    "vector.insert": emit_insert,
+}
+"""Op name → emitter for the vector ops of the llvm target."""

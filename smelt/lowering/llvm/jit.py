@@ -1,0 +1,154 @@
+"""JIT-compiles a loop-level module for the host CPU and runs it on numpy arrays."""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache, cached_property
+
+import llvmlite.binding as llvm
+import numpy as np
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+
+from smelt.dialects.dtypes import to_numpy
+from smelt.errors import SmeltError
+from smelt.lowering.llvm import libm
+from smelt.lowering.llvm.emit import ENTRY, lower_module
+from smelt.lowering.llvm.emit_kernel import EmitOptions
+from smelt.lowering.llvm.plan import aligned_empty
+from smelt.lowering.llvm.types import buffer_info
+
+_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+@cache
+def _initialize() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    libm.register_symbols()
+
+
+def host_target_machine(opt_level: int = 3) -> llvm.TargetMachine:
+    """A target machine for this CPU with all of its features (AVX2, FMA, ...)."""
+    _initialize()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=opt_level,
+        codemodel="jitdefault",
+        jit=True,
+    )
+
+
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, opt_level: int) -> None:
+    """Runs LLVM's new-pass-manager pipeline for `opt_level` (O3: vectorizers on)."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    pto.loop_vectorization = opt_level >= 2
+    pto.slp_vectorization = opt_level >= 2
+    pto.loop_unrolling = opt_level >= 2
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = pb.getModulePassManager()
+    pm.run(mod, pb)
+
+
+class NativeProgram:
+    """A compiled model: `run(args)` calls the native entry point on numpy buffers.
+
+    `args` are @main's buffers in order (inputs, then outputs), C-contiguous with
+    @main's dtypes and shapes; outputs are written in place. The arena and the
+    weight blob are allocated once here, so a run allocates nothing large.
+    """
+
+    def __init__(
+        self,
+        engine: llvm.ExecutionEngine,
+        mod: llvm.ModuleRef,
+        tm: llvm.TargetMachine,
+        io_types: list[MemRefType],
+        input_names: list[str],
+        output_names: list[str],
+        arena_bytes: int,
+        weights: np.ndarray,
+        weight_bytes: int,
+    ):
+        # The engine owns the code; keep it (and the module) alive with this object.
+        self._engine, self._module, self._tm = engine, mod, tm
+        self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
+        self.arena_bytes = arena_bytes
+        self.weight_bytes = weight_bytes
+        self.input_names, self.output_names = input_names, output_names
+        self._arena = aligned_empty(arena_bytes)
+        self._weights = weights
+        self._signature = [
+            (tuple(buffer_info(t).shape), to_numpy(t.get_element_type())) for t in io_types
+        ]
+        names = [*input_names, *output_names]
+        self._arg_names = [
+            names[i] if i < len(names) else f"#{i}" for i in range(len(io_types))
+        ]
+        self._io = (ctypes.c_void_p * max(1, len(io_types)))()
+        self.llvm_ir = str(mod)
+
+    @cached_property
+    def asm(self) -> str:
+        """The host assembly of the optimized module (computed on first use)."""
+        return self._tm.emit_assembly(self._module)
+
+    def run(self, args: list[np.ndarray]) -> None:
+        """Runs the model; outputs (the trailing args) are written in place."""
+        if len(args) != len(self._signature):
+            raise SmeltError(
+                f"the model takes {len(self._signature)} buffers (inputs then outputs), "
+                f"got {len(args)}"
+            )
+        for i, (arg, (shape, dtype), name) in enumerate(
+            zip(args, self._signature, self._arg_names)
+        ):
+            if not isinstance(arg, np.ndarray):
+                raise SmeltError(f"buffer {name} must be a numpy array")
+            if arg.shape != shape or arg.dtype != dtype:
+                raise SmeltError(
+                    f"buffer {name} must be {dtype}{list(shape)}, "
+                    f"got {arg.dtype}{list(arg.shape)}"
+                )
+            if not (arg.flags.c_contiguous and arg.flags.aligned):
+                raise SmeltError(f"buffer {name} must be C-contiguous and aligned "
+                                 "(use np.ascontiguousarray)")
+            if i >= len(self.input_names) and not arg.flags.writeable:
+                raise SmeltError(f"output buffer {name} must be writeable")
+            self._io[i] = arg.ctypes.data
+        self._entry(
+            ctypes.addressof(self._io), self._arena.ctypes.data, self._weights.ctypes.data
+        )
+
+
+def compile_to_native(
+    module: ModuleOp, opt_level: int = 3, fast_math: bool = False
+) -> NativeProgram:
+    """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main."""
+    lowered = lower_module(module, EmitOptions(fast_math=fast_math))
+    if lowered.plan is None:
+        raise SmeltError("the module has no @main: nothing to run")
+    tm = host_target_machine(opt_level)
+    try:
+        mod = llvm.parse_assembly(str(lowered.ir_module))
+        mod.verify()
+    except RuntimeError as e:
+        raise SmeltError(f"internal error: the llvm target built invalid IR: {e}") from e
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    if opt_level > 0:
+        optimize(mod, tm, opt_level)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    return NativeProgram(
+        engine,
+        mod,
+        tm,
+        lowered.io_types,
+        lowered.input_names,
+        lowered.output_names,
+        lowered.plan.arena_bytes,
+        lowered.plan.weights,
+        lowered.plan.weight_bytes,
+    )

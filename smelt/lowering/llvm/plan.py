@@ -1,0 +1,87 @@
+"""Where @main's buffers live: arena offsets of `loop.alloc`, the weight blob."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.ir import SSAValue
+
+from smelt.dialects.loop import AllocOp, ConstantOp
+from smelt.errors import SmeltError
+from smelt.lowering.llvm.types import buffer_info
+
+ALIGN = 64
+"""Byte alignment of every arena buffer and weight (a cache line, an AVX-512 vector)."""
+
+
+def align_up(n: int, alignment: int = ALIGN) -> int:
+    return -(-n // alignment) * alignment
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """A zeroed uint8 array of `nbytes` (at least one) starting on an ALIGN boundary."""
+    raw = np.zeros(max(1, nbytes) + ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start : start + max(1, nbytes)]
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Byte offsets of @main's buffers in the arena and in the weight blob."""
+
+    arena_bytes: int
+    weights: np.ndarray = field(repr=False)
+    arena_offsets: dict[SSAValue, int] = field(repr=False)
+    weight_offsets: dict[SSAValue, int] = field(repr=False)
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.weights.nbytes if self.weight_offsets else 0
+
+
+def plan_memory(main: func.FuncOp) -> MemoryPlan:
+    """Honors `loop.alloc` offsets set by buffer-plan; places the others after them."""
+    allocs = [op for op in main.body.walk() if isinstance(op, AllocOp)]
+    constants = [op for op in main.body.walk() if isinstance(op, ConstantOp)]
+
+    arena_offsets: dict[SSAValue, int] = {}
+    end = 0
+    for op in allocs:
+        if op.offset is not None:
+            offset = op.offset.data
+            if offset < 0 or offset % buffer_info(op.result.type).element_bytes:
+                raise SmeltError(f"loop.alloc offset {offset} is negative or misaligned")
+            arena_offsets[op.result] = offset
+            end = max(end, offset + buffer_info(op.result.type).nbytes)
+    for op in allocs:
+        if op.offset is None:
+            end = align_up(end)
+            arena_offsets[op.result] = end
+            end += buffer_info(op.result.type).nbytes
+
+    weight_offsets: dict[SSAValue, int] = {}
+    total = 0
+    for op in constants:
+        total = align_up(total)
+        weight_offsets[op.result] = total
+        total += buffer_info(op.result.type).nbytes
+    weights = aligned_empty(total)
+    for op in constants:
+        start = weight_offsets[op.result]
+        weights[start : start + buffer_info(op.result.type).nbytes] = _constant_bytes(op)
+    return MemoryPlan(align_up(end), weights, arena_offsets, weight_offsets)
+
+
+def _constant_bytes(op: ConstantOp) -> np.ndarray:
+    """The bytes of a loop.constant, as a view of the attribute (no copy per element)."""
+    info = buffer_info(op.result.type)
+    data = np.frombuffer(op.value.data.data, dtype=np.uint8)
+    if data.size == info.nbytes:
+        return data
+    if data.size == info.element_bytes:  # a splat stored once
+        return np.tile(data, info.numel)
+    raise SmeltError(
+        f"loop.constant holds {data.size} bytes but {op.result.type} needs {info.nbytes}"
+    )
