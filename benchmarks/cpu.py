@@ -1,0 +1,171 @@
+"""CPU benchmark: smelt against onnxruntime (ORT_ENABLE_ALL, same threads) and numpy,
+in one run, median of repeated runs after warm-up; prints a table of ratios.
+
+    python benchmarks/cpu.py                      # every case, 1 and 2 threads
+    python benchmarks/cpu.py --cases mlp gemm --threads 1 --repeat 20
+
+A ratio below 1 means smelt is faster than the peer. Absolute times on a shared
+machine mean little; the ratio of two runs measured side by side is the number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numerics"))
+
+
+def median_ms(fn, repeat: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def gemm_model(n: int) -> onnx.ModelProto:
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [n, n])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [n, n])
+    c = helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm", [a, b], [c])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def chain_model(n: int) -> onnx.ModelProto:
+    """y = tanh(x * 1.5 + 0.5) * x — one fused elementwise kernel."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])
+    consts = [
+        helper.make_tensor("s", TensorProto.FLOAT, [], [1.5]),
+        helper.make_tensor("b", TensorProto.FLOAT, [], [0.5]),
+    ]
+    nodes = [
+        helper.make_node("Mul", ["x", "s"], ["t0"]),
+        helper.make_node("Add", ["t0", "b"], ["t1"]),
+        helper.make_node("Tanh", ["t1"], ["t2"]),
+        helper.make_node("Mul", ["t2", "x"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "chain", [x], [y], initializer=consts)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def model_cases(names):
+    import models
+
+    cases = {}
+    for name in models.LIGHT_MODELS:
+        if not names or name in names:
+            cases[name] = lambda name=name: models.random_weights(
+                onnx.load(models.light_model_path(name)), seed=0
+            )
+    if not names or "mlp" in names:
+        cases["mlp"] = models.mlp_model
+    if not names or "encoder" in names:
+        cases["encoder"] = models.encoder_layer_model
+    return cases
+
+
+def ort_session(model: onnx.ModelProto, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(
+        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+    )
+
+
+def bench_model(name, build, threads, repeat, level):
+    import smelt
+    from smelt.compiler.cli import random_inputs
+
+    model = build()
+    compiled = smelt.compile(model, "cpu", level=level)
+    feeds = random_inputs(compiled)
+    rows = []
+    for t in threads:
+        sess = ort_session(model, t)
+        ort_ms = median_ms(lambda: sess.run(None, feeds), repeat)
+        smelt_ms = median_ms(lambda: compiled.run(feeds), repeat)
+        rows.append((name, t, smelt_ms, "onnxruntime", ort_ms))
+    return rows
+
+
+def bench_gemm(threads, repeat, level, n=1024):
+    import smelt
+
+    compiled = smelt.compile(gemm_model(n), "cpu", level=level)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    rows = []
+    for t in threads:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(t):
+            np_ms = median_ms(lambda: a @ b, repeat)
+        smelt_ms = median_ms(lambda: compiled.run({"a": a, "b": b}), repeat)
+        rows.append((f"gemm {n}^3", t, smelt_ms, "numpy", np_ms))
+    return rows
+
+
+def bench_chain(threads, repeat, level, n=16 << 20):
+    import smelt
+
+    compiled = smelt.compile(chain_model(n), "cpu", level=level)
+    x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+    out = np.empty_like(x)
+
+    def numpy_chain():
+        np.multiply(x, 1.5, out=out)
+        np.add(out, 0.5, out=out)
+        np.tanh(out, out=out)
+        np.multiply(out, x, out=out)
+
+    rows = []
+    for t in threads:
+        np_ms = median_ms(numpy_chain, repeat)
+        smelt_ms = median_ms(lambda: compiled.run({"x": x}), repeat)
+        rows.append(("elementwise chain 16M", t, smelt_ms, "numpy", np_ms))
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cases", nargs="*", default=[])
+    parser.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--level", default="O3")
+    args = parser.parse_args(argv)
+    rows = []
+    wanted = set(args.cases)
+    if not wanted or "gemm" in wanted:
+        rows += bench_gemm(args.threads, args.repeat, args.level)
+    if not wanted or "chain" in wanted:
+        rows += bench_chain(args.threads, args.repeat, args.level)
+    model_names = wanted - {"gemm", "chain"}
+    models = model_cases(model_names) if model_names or not wanted else {}
+    for name, build in models.items():
+        rows += bench_model(name, build, args.threads, args.repeat, args.level)
+        print(f"  done {name}", file=sys.stderr)
+    print(f"{'case':<24}{'thr':>4}{'smelt ms':>11}{'peer':>13}{'peer ms':>10}{'ratio':>8}")
+    for name, t, s_ms, peer, p_ms in rows:
+        print(f"{name:<24}{t:>4}{s_ms:>11.2f}{peer:>13}{p_ms:>10.2f}{s_ms / p_ms:>8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
