@@ -96,6 +96,7 @@ SMELT_UNIVERSE = Universe(
         "graph-fold-batchnorm": _pass(
             "smelt.passes.graph_fold_batchnorm", "GraphFoldBatchnormPass"
         ),
+        "graph-fuse": _pass("smelt.passes.graph_fuse", "GraphFusePass"),
         "buffer-plan": _pass("smelt.passes.buffer_plan", "BufferPlanPass"),
         "convert-graph-to-loop": _pass(
             "smelt.lowering.convert_graph_to_loop", "ConvertGraphToLoopPass"

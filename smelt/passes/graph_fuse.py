@@ -1,0 +1,185 @@
+"""graph-fuse: groups graph ops into `graph.fused` kernels (anchor + prologue/epilogue,
+elementwise chains)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from smelt.dialects import graph
+
+# The fusion rules: which ops may join a kernel, and in which role.
+ELEMENTWISE = (
+    graph.UnaryOp, graph.BinaryOp, graph.CastOp, graph.ClipOp, graph.WhereOp,
+)
+NOT_ELEMENTWISE = (graph.SoftmaxOp, graph.LrnOp)  # UnaryOp subclasses that reduce
+CONTRACTIONS = (graph.Conv2dOp, graph.MatMulOp, graph.GemmOp)
+REDUCTIONS = (
+    graph.SoftmaxOp, graph.LayerNormOp, graph.ReduceOp, graph.MaxPoolOp,
+    graph.AveragePoolOp, graph.GlobalAveragePoolOp, graph.LrnOp,
+)
+
+
+def is_elementwise(op: Operation) -> bool:
+    return isinstance(op, ELEMENTWISE) and not isinstance(op, NOT_ELEMENTWISE)
+
+
+def is_anchor(op: Operation) -> bool:
+    return isinstance(op, CONTRACTIONS + REDUCTIONS)
+
+
+def kind_of(op: Operation) -> str:
+    return op.name.removeprefix("graph.") if is_anchor(op) else "elementwise"
+
+
+@dataclass
+class Group:
+    ops: list[Operation]
+
+    @property
+    def tip(self) -> Operation:
+        return self.ops[-1]
+
+    def contains(self, value: SSAValue) -> bool:
+        return value.owner in self.ops
+
+
+def _single_user(op: Operation) -> Operation | None:
+    """The one op using `op`'s first result, when that is its only use and the other
+    results (layer_norm's mean and 1/std) are unused."""
+    if not op.results or any(r.uses for r in op.results[1:]):
+        return None
+    if not op.results[0].has_one_use():
+        return None
+    return op.results[0].get_user_of_unique_use()
+
+
+@dataclass(frozen=True)
+class GraphFusePass(ModulePass):
+    """Groups ops into `graph.fused` kernels; each becomes one loop kernel.
+
+    Expects a graph-level module (after graph-fold-batchnorm, so a conv's epilogue is
+    visible). Produces the same module with groups wrapped in `graph.fused`:
+    * an anchor (conv2d / matmul / gemm, or with `reductions`: softmax, layer_norm,
+      reduce_*, pools, lrn) with the elementwise ops that follow it (`epilogue`: bias,
+      activation, residual add, scale), each the only user of the previous value and
+      keeping its shape;
+    * with `prologue`, cheap elementwise producers of a reduction anchor's first
+      operand that nothing else uses (recomputed by each pass over the input: at
+      most `max_prologue` ops, so no expensive work is recomputed silently);
+    * chains of elementwise ops (`elementwise`), up to `max_ops` ops per kernel.
+
+        %0 = graph.conv2d %x, %w, %b ; %1 = graph.relu %0
+        → %1 = graph.fused %x, %w, %b {kind = "conv2d"} { conv2d ; relu ; yield }
+    """
+
+    name = "graph-fuse"
+
+    epilogue: bool = True
+    elementwise: bool = True
+    reductions: bool = True
+    prologue: bool = True
+    max_ops: int = 16
+    max_prologue: int = 4
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for f in op.ops:
+            if isinstance(f, func.FuncOp) and f.body.blocks:
+                for group in self.groups(f.body.block):
+                    wrap(group)
+
+    def groups(self, block: Block) -> list[Group]:
+        taken: set[Operation] = set()
+        groups: list[Group] = []
+        for op in list(block.ops):
+            if op in taken:
+                continue
+            anchor = is_anchor(op) and (
+                isinstance(op, CONTRACTIONS) or self.reductions
+            )
+            if anchor:
+                ops = self.prologue_of(op, taken) + [op]
+                if self.epilogue:
+                    ops += self.chain_after(op, taken | set(ops), len(ops))
+            elif is_elementwise(op) and self.elementwise:
+                ops = [op] + self.chain_after(op, taken, 1)
+            else:
+                continue
+            if len(ops) > 1 or anchor:
+                taken.update(ops)
+                groups.append(Group(ops))
+        return groups
+
+    def chain_after(self, op: Operation, taken: set[Operation], size: int) -> list[Operation]:
+        chain = []
+        tip = op
+        while size + len(chain) < self.max_ops:
+            user = _single_user(tip)
+            if (
+                user is None or user in taken or not is_elementwise(user)
+                or user.results[0].type != tip.results[0].type
+                or user.parent_block() is not op.parent_block()
+            ):
+                break
+            chain.append(user)
+            tip = user
+        return chain
+
+    def prologue_of(self, anchor: Operation, taken: set[Operation]) -> list[Operation]:
+        if not self.prologue or isinstance(anchor, CONTRACTIONS) or not anchor.operands:
+            return []
+        chain: list[Operation] = []
+        value = anchor.operands[0]
+        while len(chain) < self.max_prologue:
+            producer = value.owner
+            if (
+                not isinstance(producer, Operation) or producer in taken
+                or not is_elementwise(producer) or _single_user(producer) is None
+                or producer.results[0].type != value.type
+            ):
+                break
+            chain.insert(0, producer)
+            value = producer.operands[0]
+        return chain
+
+
+def wrap(group: Group) -> graph.FusedOp:
+    """Moves the group's ops into a `graph.fused` placed where its last op was."""
+    members = set(group.ops)
+    inputs: list[SSAValue] = []
+    for op in group.ops:
+        for operand in op.operands:
+            if operand.owner not in members and operand not in inputs:
+                inputs.append(operand)
+    outputs = [
+        r for op in group.ops for r in op.results
+        if any(use.operation not in members for use in r.uses)
+    ]
+    block = Block(arg_types=[v.type for v in inputs])
+    fused = graph.FusedOp.create(
+        operands=inputs,
+        result_types=[r.type for r in outputs],
+        attributes={"kind": StringAttr(_kind(group))},
+        regions=[Region(block)],
+    )
+    Rewriter.insert_op(fused, InsertPoint.after(group.tip))
+    for old, new in zip(outputs, fused.results):
+        old.replace_uses_with_if(new, lambda use: use.operation not in members)
+    for op in group.ops:
+        op.detach()
+        block.add_op(op)
+    for arg, value in zip(block.args, inputs):
+        value.replace_uses_with_if(arg, lambda use: use.operation in members)
+    block.add_op(graph.YieldOp.create(operands=outputs))
+    return fused
+
+
+def _kind(group: Group) -> str:
+    anchors = [op for op in group.ops if is_anchor(op)]
+    return kind_of(anchors[0]) if anchors else "elementwise"

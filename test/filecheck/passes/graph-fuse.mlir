@@ -1,0 +1,75 @@
+// RUN: smelt-opt %s -p graph-fuse | filecheck %s
+// RUN: smelt-opt %s -p 'graph-fuse{epilogue=false elementwise=false reductions=false}' | filecheck %s --check-prefix=OFF
+
+// Conv with bias add, residual add and relu: one kernel.
+// CHECK-LABEL: func.func @conv_epilogue
+// CHECK: %[[F:.*]] = graph.fused %arg0, %{{.*}}, %{{.*}}, %arg1 {kind = "conv2d"}
+// CHECK-NEXT: ^{{.*}}(%[[X:.*]]: tensor<1x2x4x4xf32>, %{{.*}}: tensor<2x2x1x1xf32>, %{{.*}}: tensor<2xf32>, %[[R:.*]]: tensor<1x2x4x4xf32>):
+// CHECK-NEXT: %[[C:.*]] = graph.conv2d %[[X]]
+// CHECK-NEXT: %[[A:.*]] = graph.add %[[C]], %[[R]]
+// CHECK-NEXT: %[[Y:.*]] = graph.relu %[[A]]
+// CHECK-NEXT: graph.yield %[[Y]]
+// CHECK: func.return %[[F]]
+// OFF-LABEL: func.func @conv_epilogue
+// OFF: graph.fused {{.*}} {kind = "conv2d"}
+// OFF-NEXT: ^
+// OFF-NEXT: graph.conv2d
+// OFF-NEXT: graph.yield
+// OFF-NEXT: }
+// OFF-NEXT: graph.add
+// OFF-NEXT: graph.relu
+func.func @conv_epilogue(%arg0: tensor<1x2x4x4xf32>, %arg1: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %w = graph.constant dense<1.0> : tensor<2x2x1x1xf32>
+  %b = graph.constant dense<[0.0, 1.0]> : tensor<2xf32>
+  %c = graph.conv2d %arg0, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nchw", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %a = graph.add %c, %arg1 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %y = graph.relu %a : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  func.return %y : tensor<1x2x4x4xf32>
+}
+
+// A value with two users ends the chain: the exp stays its own kernel's output.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[E:.*]] = graph.fused %arg0 {kind = "elementwise"}
+// CHECK: graph.neg
+// CHECK-NEXT: graph.exp
+// CHECK-NEXT: graph.yield
+// CHECK: graph.fused %[[E]] {kind = "elementwise"}
+// CHECK: graph.mul
+// CHECK-NEXT: graph.tanh
+// CHECK-NEXT: graph.yield
+func.func @chain(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = graph.neg %arg0 : (tensor<8xf32>) -> tensor<8xf32>
+  %1 = graph.exp %0 : (tensor<8xf32>) -> tensor<8xf32>
+  %2 = graph.mul %1, %1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %3 = graph.tanh %2 : (tensor<8xf32>) -> tensor<8xf32>
+  func.return %3 : tensor<8xf32>
+}
+
+// Softmax takes its scale prologue (attention scores * 1/sqrt(d)).
+// CHECK-LABEL: func.func @softmax_prologue
+// CHECK: graph.fused %arg0, %{{.*}} {kind = "softmax"}
+// CHECK: graph.mul
+// CHECK-NEXT: graph.softmax
+// CHECK-NEXT: graph.yield
+// OFF-LABEL: func.func @softmax_prologue
+// OFF-NOT: graph.fused
+func.func @softmax_prologue(%arg0: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %s = graph.constant dense<0.125> : tensor<f32>
+  %0 = graph.mul %arg0, %s : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %1 = graph.softmax %0 {axis = -1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  func.return %1 : tensor<2x8xf32>
+}
+
+// A broadcasting add would change the tip's shape: not an epilogue.
+// CHECK-LABEL: func.func @no_broadcast_growth
+// OFF-LABEL: func.func @no_broadcast_growth
+// CHECK: graph.fused {{.*}} {kind = "matmul"}
+// CHECK-NEXT: ^
+// CHECK-NEXT: graph.matmul
+// CHECK-NEXT: graph.yield
+// CHECK: graph.add
+func.func @no_broadcast_growth(%arg0: tensor<1x4xf32>, %arg1: tensor<4x1xf32>, %arg2: tensor<3x1xf32>) -> tensor<3x1xf32> {
+  %0 = graph.matmul %arg0, %arg1 : (tensor<1x4xf32>, tensor<4x1xf32>) -> tensor<1x1xf32>
+  %1 = graph.add %0, %arg2 : (tensor<1x1xf32>, tensor<3x1xf32>) -> tensor<3x1xf32>
+  func.return %1 : tensor<3x1xf32>
+}
