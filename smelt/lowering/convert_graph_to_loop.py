@@ -1,0 +1,146 @@
+"""The convert-graph-to-loop pass: graph-dialect functions to loop-level kernels.
+
+Op vocabulary of the output (what the LLVM and Triton emitters must implement):
+
+* builtin.module, func.func (kernels carry the unit attribute `loop.kernel`),
+  func.call, func.return
+* loop.for (static bounds, step 1, kind parallel/reduction, optional iter_args),
+  loop.yield, loop.alloc, loop.constant, loop.view
+* memref.load, memref.store (indices of type index; i1 elements are stored as bytes)
+* arith.constant (index, integer, f32, f64 values)
+* index and integer math: arith.addi, arith.subi, arith.muli, arith.divsi,
+  arith.divui, arith.remsi, arith.andi, arith.ori, arith.cmpi, arith.select,
+  arith.index_cast
+* float math: arith.addf, arith.subf, arith.mulf, arith.divf, arith.negf,
+  arith.maximumf, arith.minimumf, arith.cmpf (oeq, olt, ogt, oge, ole, une)
+* conversions: arith.extf, arith.truncf, arith.sitofp, arith.uitofp, arith.fptosi,
+  arith.fptoui, arith.extsi, arith.extui, arith.trunci
+* math.exp, math.log, math.tanh, math.erf, math.sqrt, math.powf, math.absf,
+  math.floor, math.ceil
+
+16-bit floats appear only in memref.load/store, arith.extf/truncf (to and from f32)
+and the int-to-float / float-to-int casts of graph.cast; arithmetic on them is f32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, OpResult
+from xdsl.passes import ModulePass
+
+from smelt.dialects import graph, loop
+from smelt.errors import SmeltError
+from smelt.lowering import lower_conv, lower_data, lower_elementwise, lower_matmul
+from smelt.lowering import lower_reduce
+from smelt.lowering.loop_context import LoweringContext
+from smelt.lowering.loop_nests import copy_nest
+
+Lowering = Callable[[LoweringContext, Operation], None]
+
+LOWERINGS: dict[type[Operation], Lowering] = {
+    **lower_elementwise.LOWERINGS,
+    **lower_reduce.LOWERINGS,
+    **lower_data.LOWERINGS,
+    **lower_conv.LOWERINGS,
+    **lower_matmul.LOWERINGS,
+}
+
+
+def lower_function(graph_func: func.FuncOp, taken_names: set[str]) -> list[func.FuncOp]:
+    """The kernels and the new @main for one graph-level function."""
+    body = graph_func.body
+    if len(body.blocks) != 1:
+        raise SmeltError(f"@{graph_func.sym_name.data} must have exactly one block")
+    block = body.blocks[0]
+    ret = block.last_op
+    if not isinstance(ret, func.ReturnOp):
+        raise SmeltError(f"@{graph_func.sym_name.data} must end with func.return")
+    ctx = LoweringContext(graph_func, taken_names)
+    # A kernel writes a returned value straight into its output argument (first
+    # occurrence only); other outputs are copied at the end.
+    for value, out in zip(ret.arguments, ctx.output_args):
+        if (
+            isinstance(value, OpResult)
+            and not isinstance(value.op, lower_data.NO_KERNEL)
+            and value not in ctx.direct_outputs
+        ):
+            ctx.direct_outputs[value] = out
+    for op in block.ops:
+        if op is ret:
+            break
+        lowering = LOWERINGS.get(type(op))
+        if lowering is None:
+            raise SmeltError(
+                f"convert-graph-to-loop cannot lower {op.name}: no loop lowering for it"
+            )
+        lowering(ctx, op)
+    for value, out in zip(ret.arguments, ctx.output_args):
+        if ctx.direct_outputs.get(value) is not out:
+            src = ctx.buffer(value)
+            k = ctx.kernel("copy", [src], [out])
+            copy_nest(k, k.inputs[0], k.outputs[0], loop_shape(out), lambda ivs: ivs)
+    return ctx.finish(graph_func)
+
+
+def loop_shape(buffer) -> tuple[int, ...]:
+    return tuple(buffer.type.get_shape())
+
+
+def _is_graph_function(op: Operation) -> bool:
+    """A non-kernel function over tensors or holding graph ops."""
+    if not isinstance(op, func.FuncOp) or loop.is_kernel(op):
+        return False
+    ftype = op.function_type
+    return any(isinstance(t, TensorType) for t in (*ftype.inputs, *ftype.outputs)) or any(
+        isinstance(o, graph.GraphOp) for o in op.walk()
+    )
+
+
+@dataclass(frozen=True)
+class ConvertGraphToLoopPass(ModulePass):
+    """Lowers every graph op to loop-level kernels called from a buffer-passing @main.
+
+    Expects: functions whose body is one block of graph ops over static tensors,
+    ending in `func.return`. Produces, per function `@f`, one kernel `func.func`
+    per graph op (`@conv2d_0`, `@relu_1`, ...; attribute `loop.kernel`, arguments
+    input memrefs then output memrefs, body of `loop.for` nests) and a new `@f`
+    whose arguments are the model inputs then the model outputs as memrefs and
+    whose body allocates intermediates (`loop.alloc`), binds weights
+    (`loop.constant`), views reshapes (`loop.view`) and calls the kernels in order.
+    Every output argument is written in full. Unsupported ops or types raise
+    SmeltError naming the op.
+
+        func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+          %y = graph.relu %x : (tensor<4xf32>) -> tensor<4xf32>
+          func.return %y : tensor<4xf32>
+        }
+      becomes
+        func.func @relu_0(%x: memref<4xf32>, %y: memref<4xf32>) attributes {loop.kernel} {
+          loop.for %i = 0 to 4 step 1 parallel { ... memref.store ... }
+          func.return
+        }
+        func.func @main(%x: memref<4xf32>, %y: memref<4xf32>) {
+          func.call @relu_0(%x, %y) : (memref<4xf32>, memref<4xf32>) -> ()
+          func.return
+        }
+    """
+
+    name = "convert-graph-to-loop"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        taken = {
+            f.sym_name.data for f in op.body.block.ops if isinstance(f, func.FuncOp)
+        }
+        for f in list(op.body.block.ops):
+            if not _is_graph_function(f):
+                continue
+            assert isinstance(f, func.FuncOp)
+            lowered = lower_function(f, taken)
+            for new in lowered:
+                op.body.block.insert_op_before(new, f)
+            op.body.block.erase_op(f)

@@ -1,0 +1,85 @@
+"""Shared loop-nest shapes: elementwise with broadcasting, copies, reductions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.ir import SSAValue
+
+from smelt.lowering.loop_builder import Index, KernelBuilder, shape
+
+ScalarBody = Callable[[list[SSAValue]], SSAValue]
+IndexMap = Callable[[list[Index]], list[Index]]
+
+
+def broadcast_index(
+    k: KernelBuilder, ivs: Sequence[Index], operand_shape: Sequence[int]
+) -> list[Index]:
+    """numpy broadcasting: dims align on the right, size-1 operand dims read index 0."""
+    lead = len(ivs) - len(operand_shape)
+    return [k.index(0) if d == 1 else ivs[lead + i] for i, d in enumerate(operand_shape)]
+
+
+def map_elementwise(
+    k: KernelBuilder, out: SSAValue, ins: Sequence[SSAValue], body: ScalarBody
+) -> None:
+    """out[i] = body(in_0[bcast(i)], ...), values in their compute types."""
+    with k.nest(shape(out)) as ivs:
+        values = [k.load_value(x, broadcast_index(k, ivs, shape(x))) for x in ins]
+        k.store_value(body(values), out, ivs)
+
+
+def copy_nest(
+    k: KernelBuilder,
+    src: SSAValue,
+    dst: SSAValue,
+    bounds: Sequence[int],
+    src_index: IndexMap,
+    dst_index: IndexMap = lambda ivs: ivs,
+) -> None:
+    """dst[dst_index(i)] = src[src_index(i)] for i over `bounds` (raw bytes, no math)."""
+    with k.nest(bounds) as ivs:
+        value = k.load(src, src_index(ivs))
+        k.store(value, dst, dst_index(ivs))
+
+
+def offset_along(k: KernelBuilder, ivs: Sequence[Index], axis: int, offset: int) -> list[Index]:
+    """ivs with `offset` added on `axis`."""
+    out = list(ivs)
+    out[axis] = k.affine([(ivs[axis], 1)], offset)
+    return out
+
+
+def reduce_axes(
+    k: KernelBuilder,
+    src: SSAValue,
+    dst: SSAValue,
+    axes: Sequence[int],
+    keepdims: bool,
+    inits: Callable[[], list[SSAValue]],
+    combine: Callable[[SSAValue, list[SSAValue]], list[SSAValue]],
+    finish: Callable[[list[SSAValue]], SSAValue],
+) -> None:
+    """dst[kept] = finish(fold(combine, src[kept, reduced], inits())).
+
+    Kept dims are parallel loops (outer), reduced dims are reduction loops (inner)
+    carrying the accumulators as iter_args; `combine(value, accs)` gives new accs.
+    """
+    in_shape = shape(src)
+    kept = [i for i in range(len(in_shape)) if i not in axes]
+    with k.nest([in_shape[i] for i in kept]) as kept_ivs:
+
+        def step(red_ivs: list[Index], accs: list[SSAValue]) -> list[SSAValue]:
+            at = dict(zip(kept, kept_ivs)) | dict(zip(axes, red_ivs))
+            full = [at[i] for i in range(len(in_shape))]
+            return combine(k.load_value(src, full), accs)
+
+        accs = k.reduce([in_shape[i] for i in axes], inits(), step)
+        if keepdims:
+            out_index = [k.index(0)] * len(in_shape)
+            for i, iv in zip(kept, kept_ivs):
+                out_index[i] = iv
+        else:
+            out_index = list(kept_ivs)
+        k.store_value(finish(accs), dst, out_index)
+

@@ -1,0 +1,181 @@
+"""Lowerings of windowed graph ops: conv2d (through a zero-padded copy) and pools."""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation, SSAValue
+
+from smelt.dialects import graph, loop
+from smelt.errors import SmeltError
+from smelt.lowering.loop_builder import Index, KernelBuilder, element_type, shape
+from smelt.lowering.loop_context import LoweringContext
+from smelt.lowering.lower_data import pad_nest
+from smelt.lowering.scalar_ops import Arith
+
+
+def _window_attrs(op: Operation, spatial: int) -> tuple[list[int], list[int], list[int]]:
+    """strides, pads (begins then ends) and dilations, with ONNX defaults."""
+    attr = op.attr  # type: ignore[attr-defined]
+    strides = list(attr("strides") or (1,) * spatial)
+    pads = list(attr("pads") or (0,) * (2 * spatial))
+    dilations = list(attr("dilations") or (1,) * spatial)
+    if any(p < 0 for p in pads) or any(s <= 0 for s in strides + dilations):
+        raise SmeltError(f"{op.name}: negative pads or non-positive strides/dilations")
+    return strides, pads, dilations
+
+
+def _check_layout(op: Operation) -> None:
+    layout = op.attr("layout", "nchw")  # type: ignore[attr-defined]
+    if layout != "nchw":
+        raise SmeltError(f"{op.name}: layout {layout!r} is not supported yet (nchw only)")
+
+
+# --- conv2d ------------------------------------------------------------------------------
+
+
+def lower_conv2d(ctx: LoweringContext, op: graph.Conv2dOp) -> None:
+    """Pads the input into a scratch buffer when `pads` is set, so that the conv
+    kernel's reads are all in bounds without guards."""
+    _check_layout(op)
+    strides, pads, dilations = _window_attrs(op, 2)
+    src = ctx.buffer(op.input)
+    if any(pads):
+        n, c, h, w = shape(src)
+        padded_type = MemRefType(
+            element_type(src), [n, c, h + pads[0] + pads[2], w + pads[1] + pads[3]]
+        )
+        padded = ctx.alloc(padded_type)
+        pk = ctx.kernel("conv2d_pad", [src], [padded])
+        zero = Arith(pk, graph.element_type_of(op.input))
+        fill = pk.constant(0.0 if zero.is_float else 0, zero.storage)
+        pad_nest(pk, src, padded, [0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], fill=fill)
+        src = padded
+    out = ctx.result_buffer(op.result)
+    k = ctx.kernel("conv2d", [src, ctx.buffer(op.weight), ctx.buffer(op.bias)], [out])
+    a = Arith(k, graph.element_type_of(op.input))
+    group = op.attr("group")
+    # 16-bit floats accumulate in an f32 register; others accumulate in the output.
+    wide_accumulator = a.is_float and a.type != a.storage
+    (_conv_register if wide_accumulator else _conv_in_place)(k, a, group, strides, dilations)
+
+
+def _conv_in_place(
+    k: KernelBuilder, a: Arith, group: int, strides: list[int], dilations: list[int]
+) -> None:
+    """out[n, o] = bias[o]; then for (ic, kh, kw): out[n, o, :, :] += w * x-plane.
+
+    The innermost loop runs along an output row, contiguous in out (and in x for
+    stride 1), which LLVM vectorizes."""
+    (x, w, b), (out,) = k.inputs, k.outputs
+    n_, o_, oh_, ow_ = shape(out)
+    _, cg_, kh_, kw_ = shape(w)
+    og_ = o_ // group
+    with k.nest([n_, group, og_]) as (n, g, og):
+        o = k.affine([(g, og_), (og, 1)])
+        bias = k.load(b, [o])
+        with k.nest([oh_, ow_]) as (oh, ow):
+            k.store(bias, out, [n, o, oh, ow])
+        with k.nest([cg_, kh_, kw_], loop.REDUCTION) as (ic, kh, kw):
+            c = k.affine([(g, cg_), (ic, 1)])
+            weight = k.load_value(w, [o, ic, kh, kw])
+            with k.loop(oh_) as oh:
+                ih = k.affine([(oh, strides[0]), (kh, dilations[0])])
+                with k.loop(ow_) as ow:
+                    iw = k.affine([(ow, strides[1]), (kw, dilations[1])])
+                    acc = k.load_value(out, [n, o, oh, ow])
+                    product = a.mul(weight, k.load_value(x, [n, c, ih, iw]))
+                    k.store_value(a.add(acc, product), out, [n, o, oh, ow])
+
+
+def _conv_register(
+    k: KernelBuilder, a: Arith, group: int, strides: list[int], dilations: list[int]
+) -> None:
+    """out[n, o, oh, ow] = bias[o] + sum over (ic, kh, kw), in a scalar iter_arg."""
+    (x, w, b), (out,) = k.inputs, k.outputs
+    n_, o_, oh_, ow_ = shape(out)
+    _, cg_, kh_, kw_ = shape(w)
+    og_ = o_ // group
+    with k.nest([n_, group, og_, oh_, ow_]) as (n, g, og, oh, ow):
+        o = k.affine([(g, og_), (og, 1)])
+
+        def step(ivs: list[Index], acc: list[SSAValue]) -> list[SSAValue]:
+            ic, kh, kw = ivs
+            c = k.affine([(g, cg_), (ic, 1)])
+            ih = k.affine([(oh, strides[0]), (kh, dilations[0])])
+            iw = k.affine([(ow, strides[1]), (kw, dilations[1])])
+            product = a.mul(k.load_value(w, [o, ic, kh, kw]), k.load_value(x, [n, c, ih, iw]))
+            return [a.add(acc[0], product)]
+
+        (total,) = k.reduce([cg_, kh_, kw_], [k.load_value(b, [o])], step)
+        k.store_value(total, out, [n, o, oh, ow])
+
+
+# --- pools -------------------------------------------------------------------------------
+
+
+def lower_pool(ctx: LoweringContext, op: graph.PoolOp) -> None:
+    """Per output position, reduce the window; positions outside the input are
+    skipped (index clamped, value masked with select). Average divides by the number
+    of positions inside the input, or inside input + pads with count_include_pad."""
+    _check_layout(op)
+    is_max = isinstance(op, graph.MaxPoolOp)
+    k = ctx.op_kernel(op)
+    a = Arith(k, graph.element_type_of(op.input))
+    if not is_max and not a.is_float:
+        raise SmeltError(f"{op.name} on {a.graph_type} is not supported: it needs floats")
+    (x,), (y,) = k.inputs, k.outputs
+    in_sp, out_sp = shape(x)[2:], shape(y)[2:]
+    nsp = len(in_sp)
+    kernel = list(op.attr("kernel_shape"))
+    strides, pads, dilations = _window_attrs(op, nsp)
+    lows, highs = pads[:nsp], pads[nsp:]
+    include_pad = not is_max and bool(op.attr("count_include_pad", 0))
+
+    def reaches(d: int, limit: int) -> bool:
+        """Whether some window position in dim d falls outside [-lows[d], limit)."""
+        last = (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] - lows[d]
+        return last >= limit
+
+    guarded = [lows[d] > 0 or reaches(d, in_sp[d]) for d in range(nsp)]
+    counted = [reaches(d, in_sp[d] + highs[d]) for d in range(nsp)]
+    # The divisor is a constant unless some window is cut by the borders.
+    dynamic_count = not is_max and any(counted if include_pad else guarded)
+
+    with k.nest(shape(y)) as ivs:
+
+        def step(kivs: list[Index], accs: list[SSAValue]) -> list[SSAValue]:
+            index, inside, in_padded = [], [], []
+            for d in range(nsp):
+                i = k.affine([(ivs[2 + d], strides[d]), (kivs[d], dilations[d])], -lows[d])
+                if include_pad and counted[d]:
+                    in_padded.append(k.in_range(i, -lows[d], in_sp[d] + highs[d]))
+                if guarded[d]:
+                    inside.append(k.in_range(i, 0, in_sp[d]))
+                    i = k.clamp(i, 0, in_sp[d] - 1)
+                index.append(i)
+            value = k.load_value(x, [ivs[0], ivs[1], *index])
+            valid = k.and_all(inside)
+            combined = a.max(accs[0], value) if is_max else a.add(accs[0], value)
+            new = [combined if valid is None else a.select(valid, combined, accs[0])]
+            if dynamic_count:
+                counts = k.and_all(in_padded) if include_pad else valid
+                new.append(a.add(accs[1], a.select(counts, a.one(), a.zero())))
+            return new
+
+        inits = [a.lowest() if is_max else a.zero()] + ([a.zero()] if dynamic_count else [])
+        accs = k.reduce(kernel, inits, step)
+        result = accs[0]
+        if not is_max:
+            count = accs[1] if dynamic_count else a.const(pymath.prod(kernel))
+            result = a.div(result, count)
+        k.store_value(result, y, ivs)
+
+
+LOWERINGS: dict[type[Operation], Callable] = {
+    graph.Conv2dOp: lower_conv2d,
+    graph.MaxPoolOp: lower_pool,
+    graph.AveragePoolOp: lower_pool,
+}

@@ -1,0 +1,128 @@
+"""Lowerings of contractions: matmul (numpy semantics) and gemm."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.ir import Operation, SSAValue
+
+from smelt.dialects import graph, loop
+from smelt.lowering.loop_builder import Index, KernelBuilder
+from smelt.lowering.loop_context import LoweringContext
+from smelt.lowering.loop_nests import broadcast_index
+from smelt.lowering.scalar_ops import Arith
+
+# (batch ivs, row or column iv, contraction iv) -> buffer indices
+OperandIndex = Callable[[list[Index], Index, Index], list[Index]]
+Epilogue = Callable[[SSAValue, list[Index], Index, Index], SSAValue]
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """out[b, m, n] = epilogue(sum_k lhs[b, m, k] * rhs[b, k, n]) over static sizes."""
+
+    batch: tuple[int, ...]
+    m: int
+    n: int
+    k: int
+    lhs: OperandIndex  # (batch, m, k)
+    rhs: OperandIndex  # (batch, n, k)
+    out: OperandIndex  # (batch, m, n)
+    rhs_contiguous_in_k: bool  # rhs[.., k] is unit stride: use the dot-product form
+
+
+def emit_contraction(
+    k: KernelBuilder, a: Arith, c: Contraction, epilogue: Epilogue | None = None
+) -> None:
+    """Dot form (scalar iter_arg over k innermost) when rhs is contiguous in k, n is
+    1 or the type is a 16-bit float; else the axpy form (m, k, n with n innermost,
+    accumulating in the output row), which LLVM vectorizes along n."""
+    lhs, rhs = k.inputs[0], k.inputs[1]
+    (out,) = k.outputs
+    finish = epilogue or (lambda v, _b, _m, _n: v)
+    if c.rhs_contiguous_in_k or c.n == 1 or a.type != a.storage:
+        with k.nest([*c.batch, c.m, c.n]) as ivs:
+            b, m, n = ivs[:-2], ivs[-2], ivs[-1]
+
+            def step(kk: list[Index], acc: list[SSAValue]) -> list[SSAValue]:
+                x = k.load_value(lhs, c.lhs(b, m, kk[0]))
+                y = k.load_value(rhs, c.rhs(b, n, kk[0]))
+                return [a.add(acc[0], a.mul(x, y))]
+
+            (total,) = k.reduce([c.k], [a.zero()], step)
+            k.store_value(finish(total, b, m, n), out, c.out(b, m, n))
+        return
+    with k.nest([*c.batch, c.m]) as ivs:
+        b, m = ivs[:-1], ivs[-1]
+        with k.loop(c.n) as n:
+            k.store_value(a.zero(), out, c.out(b, m, n))
+        with k.loop(c.k, loop.REDUCTION) as kk:
+            x = k.load_value(lhs, c.lhs(b, m, kk))
+            with k.loop(c.n) as n:
+                acc = k.load_value(out, c.out(b, m, n))
+                y = k.load_value(rhs, c.rhs(b, n, kk))
+                k.store_value(a.add(acc, a.mul(x, y)), out, c.out(b, m, n))
+        if epilogue is not None:
+            with k.loop(c.n) as n:
+                value = k.load_value(out, c.out(b, m, n))
+                k.store_value(epilogue(value, b, m, n), out, c.out(b, m, n))
+
+
+def lower_matmul(ctx: LoweringContext, op: graph.MatMulOp) -> None:
+    """numpy matmul: rank-1 operands gain (then lose) a unit dim, batches broadcast."""
+    k = ctx.op_kernel(op)
+    a = Arith(k, graph.element_type_of(op.lhs))
+    ls, rs = graph.shape_of(op.lhs), graph.shape_of(op.rhs)
+    l2 = (1, *ls) if len(ls) == 1 else ls
+    r2 = (*rs, 1) if len(rs) == 1 else rs
+    batch = graph.broadcast_shapes(l2[:-2], r2[:-2])
+
+    def lhs(b: list[Index], m: Index, kk: Index) -> list[Index]:
+        return [kk] if len(ls) == 1 else [*broadcast_index(k, b, l2[:-2]), m, kk]
+
+    def rhs(b: list[Index], n: Index, kk: Index) -> list[Index]:
+        return [kk] if len(rs) == 1 else [*broadcast_index(k, b, r2[:-2]), kk, n]
+
+    def out(b: list[Index], m: Index, n: Index) -> list[Index]:
+        return [*b, *([m] if len(ls) > 1 else []), *([n] if len(rs) > 1 else [])]
+
+    c = Contraction(batch, l2[-2], r2[-1], l2[-1], lhs, rhs, out, len(rs) == 1)
+    emit_contraction(k, a, c)
+
+
+def lower_gemm(ctx: LoweringContext, op: graph.GemmOp) -> None:
+    """alpha * A' @ B' (+ beta * C unless beta = 0), as the ONNX reference orders it."""
+    k = ctx.op_kernel(op)
+    a = Arith(k, graph.element_type_of(op.lhs))
+    trans_a, trans_b = bool(op.attr("trans_a")), bool(op.attr("trans_b"))
+    m, kk = graph.shape_of(op.lhs)[::-1] if trans_a else graph.shape_of(op.lhs)
+    n = graph.shape_of(op.result)[1]
+    alpha, beta = op.attr("alpha"), op.attr("beta")
+    addend = k.inputs[2]
+
+    def epilogue(acc: SSAValue, _b: list[Index], i: Index, j: Index) -> SSAValue:
+        if alpha != 1.0:
+            acc = a.mul(acc, a.const(alpha))
+        if beta == 0.0:
+            return acc
+        term = k.load_value(addend, broadcast_index(k, [i, j], graph.shape_of(op.addend)))
+        return a.add(acc, term if beta == 1.0 else a.mul(term, a.const(beta)))
+
+    c = Contraction(
+        (),
+        m,
+        n,
+        kk,
+        lambda _b, i, p: [p, i] if trans_a else [i, p],
+        lambda _b, j, p: [j, p] if trans_b else [p, j],
+        lambda _b, i, j: [i, j],
+        trans_b,
+    )
+    emit_contraction(k, a, c, epilogue)
+
+
+LOWERINGS: dict[type[Operation], Callable] = {
+    graph.MatMulOp: lower_matmul,
+    graph.GemmOp: lower_gemm,
+}
