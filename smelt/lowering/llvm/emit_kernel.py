@@ -25,12 +25,22 @@ from smelt.lowering.llvm.types import (
     BufferInfo,
     buffer_info,
     constant,
+    is_bf16,
     memory_type,
+    op_name,
     value_type,
 )
 
 OpEmitter = Callable[["KernelEmitter", Operation], None]
 """Emits one op at the builder's position and binds its results."""
+
+
+BF16_OPS = frozenset([
+    "arith.constant", "arith.extf", "arith.truncf", "arith.select", "arith.bitcast",
+    "memref.load", "memref.store", "vector.load", "vector.store", "vector.broadcast",
+    "vector.extract", "vector.insert", "memref.alloca", "loop.view",
+])
+"""Ops that may touch bf16 values, which the llvm target holds as i16 bits."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,7 @@ class KernelEmitter:
     def fp_flags(self, op: Operation) -> tuple[str, ...]:
         """Fast-math flags for a float op: contract, the op's own, the option's."""
         flags = {"contract"}
-        attr = op.properties.get("fastmath") or op.attributes.get("fastmath")
+        attr = op.properties.get("fastmath", op.attributes.get("fastmath"))
         for flag in getattr(attr, "flags", ()):
             flags.add(str(getattr(flag, "value", flag)))
         if self.options.fast_math:
@@ -158,20 +168,26 @@ class KernelEmitter:
                 self.emit_op(op)
 
     def emit_op(self, op: Operation) -> None:
-        emitter = self.table.get(op.name)
+        emitter = self.table.get(op_name(op))
         if emitter is None:
             raise SmeltError(
-                f"kernel @{self.name}: the llvm target does not support `{op.name}` "
+                f"kernel @{self.name}: the llvm target does not support `{op_name(op)}` "
                 "yet; lower it to arith/math/memref ops or extend "
                 "smelt/lowering/llvm/emit_ops.py"
+            )
+        types = [v.type for v in (*op.operands, *op.results)]
+        if op_name(op) not in BF16_OPS and any(is_bf16(t) for t in types):
+            raise SmeltError(
+                f"kernel @{self.name}: `{op_name(op)}` on bf16 values; compute in f32 "
+                "(arith.extf / arith.truncf) as convert-graph-to-loop does"
             )
         try:
             emitter(self, op)
         except SmeltError as e:
-            raise SmeltError(f"kernel @{self.name}: `{op.name}`: {e}") from e
+            raise SmeltError(f"kernel @{self.name}: `{op_name(op)}`: {e}") from e
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise SmeltError(
-                f"kernel @{self.name}: cannot emit `{op.name}` for the llvm target "
+                f"kernel @{self.name}: cannot emit `{op_name(op)}` for the llvm target "
                 f"({type(e).__name__}: {e})"
             ) from e
 
@@ -195,24 +211,25 @@ class KernelEmitter:
                 self.bind(res, self.get(value))
             return
         b = self.builder
+        iv_name = block.args[0].name_hint or "iv"
         preheader = b.block
-        header = self.fn.append_basic_block("loop.header")
+        header = self.fn.append_basic_block(f"{iv_name}.header")
         b.branch(header)
         b.position_at_end(header)
-        iv = b.phi(I64, name="iv")
+        iv = b.phi(I64, name=iv_name)
         iv.add_incoming(constant(I64, lb), preheader)
         self.bind(block.args[0], iv)
         phis = []
         for arg, init in zip(block.args[1:], inits):
-            phi = b.phi(value_type(arg.type), name="acc")
+            phi = b.phi(value_type(arg.type), name=arg.name_hint or "acc")
             phi.add_incoming(init, preheader)
             self.bind(arg, phi)
             phis.append(phi)
         self.emit_block(block)
         latch = b.block
-        next_iv = b.add(iv, constant(I64, step), name="iv.next", flags=["nsw"])
+        next_iv = b.add(iv, constant(I64, step), name=f"{iv_name}.next", flags=["nsw"])
         done = b.icmp_signed("==", next_iv, constant(I64, lb + trips * step))
-        exit_block = self.fn.append_basic_block("loop.exit")
+        exit_block = self.fn.append_basic_block(f"{iv_name}.exit")
         b.cbranch(done, exit_block, header)
         iv.add_incoming(next_iv, latch)
         for phi, value in zip(phis, yield_op.values):
@@ -247,4 +264,5 @@ class KernelEmitter:
         b.position_at_start(self.fn.entry_basic_block)
         slot = b.alloca(ir.ArrayType(memory_type(info.element), max(1, info.numel)))
         slot.align = 64
+        slot.type = PTR  # llvmlite types it as [n x T]*; memory ops want plain ptr
         return slot

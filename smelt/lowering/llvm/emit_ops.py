@@ -20,23 +20,32 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
 )
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm
 from smelt.lowering.llvm.types import (
     I1,
     BufferInfo,
+    bf16_bits,
     buffer_info,
     constant,
     element_of,
+    is_bf16,
     memory_type,
+    op_name,
     scalar_constant,
     value_type,
 )
 
 if TYPE_CHECKING:
     from smelt.lowering.llvm.emit_kernel import KernelEmitter, OpEmitter
+
+
+def property_of(op: Operation, key: str) -> Attribute | None:
+    """A property, or an attribute for generic or unregistered ops."""
+    found = op.properties.get(key)
+    return found if found is not None else op.attributes.get(key)
 
 
 def _result_type(op: Operation) -> ir.Type:
@@ -48,14 +57,18 @@ def _result_type(op: Operation) -> ir.Type:
 
 def emit_constant(em: KernelEmitter, op: Operation) -> None:
     ty = _result_type(op)
-    attr = op.properties.get("value") or op.attributes.get("value")
+    attr = property_of(op, "value")
     match attr:
         case IntegerAttr():
             value = constant(ty, attr.value.data)
+        case FloatAttr() if is_bf16(attr.type):
+            value = constant(ty, bf16_bits(attr.value.data))
         case FloatAttr():
             value = constant(ty, attr.value.data)
         case DenseIntOrFPElementsAttr() if isinstance(ty, ir.VectorType):
             items = list(attr.iter_values())
+            if is_bf16(attr.get_element_type()):
+                items = [bf16_bits(v) for v in items]
             if len(items) == 1:
                 items *= ty.count
             value = ir.Constant(ty, [scalar_constant(ty.element, v) for v in items])
@@ -84,7 +97,7 @@ _INT_BINARY = {
 
 def emit_float_binary(em: KernelEmitter, op: Operation) -> None:
     a, b = em.operands(op)
-    method = getattr(em.builder, _FLOAT_BINARY[op.name])
+    method = getattr(em.builder, _FLOAT_BINARY[op_name(op)])
     em.bind(op.results[0], method(a, b, flags=em.fp_flags(op)))
 
 
@@ -95,7 +108,7 @@ def emit_negf(em: KernelEmitter, op: Operation) -> None:
 
 def emit_int_binary(em: KernelEmitter, op: Operation) -> None:
     a, b = em.operands(op)
-    em.bind(op.results[0], getattr(em.builder, _INT_BINARY[op.name])(a, b))
+    em.bind(op.results[0], getattr(em.builder, _INT_BINARY[op_name(op)])(a, b))
 
 
 def emit_shift(em: KernelEmitter, op: Operation) -> None:
@@ -103,11 +116,11 @@ def emit_shift(em: KernelEmitter, op: Operation) -> None:
     b, ty = em.builder, a.type
     width = element_of(ty).width
     too_far = b.icmp_unsigned(">=", amount, constant(ty, width))
-    if op.name == "arith.shrsi":
+    if op_name(op) == "arith.shrsi":
         clamped = b.select(too_far, constant(ty, width - 1), amount)
         em.bind(op.results[0], b.ashr(a, clamped))
         return
-    shifted = b.shl(a, amount) if op.name == "arith.shli" else b.lshr(a, amount)
+    shifted = b.shl(a, amount) if op_name(op) == "arith.shli" else b.lshr(a, amount)
     em.bind(op.results[0], b.select(too_far, constant(ty, 0), shifted))
 
 
@@ -115,7 +128,7 @@ def emit_int_division(em: KernelEmitter, op: Operation) -> None:
     """divsi divui remsi remui floordivsi ceildivsi ceildivui, made total."""
     a, d = em.operands(op)
     b, ty = em.builder, a.type
-    signed = op.name.endswith("si")
+    signed = op_name(op).endswith("si")
     zero, one = constant(ty, 0), constant(ty, 1)
     by_zero = b.icmp_unsigned("==", d, zero)
     safe = b.select(by_zero, one, d)
@@ -126,7 +139,7 @@ def emit_int_division(em: KernelEmitter, op: Operation) -> None:
             b.icmp_signed("==", d, constant(ty, -1)),
         )
         safe = b.select(overflow, one, safe)
-    kind = op.name.removeprefix("arith.")[:-2]
+    kind = op_name(op).removeprefix("arith.")[:-2]
     if kind in ("div", "rem"):
         method = {"div": "sdiv" if signed else "udiv", "rem": "srem" if signed else "urem"}
         result = getattr(b, method[kind])(a, safe)
@@ -160,8 +173,8 @@ _MIN_MAX = {
 
 def emit_min_max(em: KernelEmitter, op: Operation) -> None:
     a, b = em.operands(op)
-    flags = em.fp_flags(op) if op.name.endswith("f") else ()
-    em.bind(op.results[0], em.call_intrinsic(_MIN_MAX[op.name], [a, b], a.type, flags=flags))
+    flags = em.fp_flags(op) if op_name(op).endswith("f") else ()
+    em.bind(op.results[0], em.call_intrinsic(_MIN_MAX[op_name(op)], [a, b], a.type, flags=flags))
 
 
 # --- arith: comparisons, select, casts ----------------------------------------
@@ -175,7 +188,7 @@ _CMPI = [("==", True), ("!=", True), ("<", True), ("<=", True), (">", True),
 
 
 def _predicate(op: Operation) -> int:
-    attr = op.properties.get("predicate") or op.attributes.get("predicate")
+    attr = property_of(op, "predicate")
     if not isinstance(attr, IntegerAttr):
         raise SmeltError("comparison without an integer predicate")
     return attr.value.data
@@ -223,21 +236,53 @@ _CASTS = {
 }
 
 
+def _bf16_to_float(em: KernelEmitter, bits: ir.Value, ty: ir.Type) -> ir.Value:
+    """bf16 is the high half of an f32: shift its bits up, then widen further."""
+    b = em.builder
+    i32 = _like(bits.type, ir.IntType(32))
+    wide = b.bitcast(b.shl(b.zext(bits, i32), constant(i32, 16)), _like(i32, ir.FloatType()))
+    return wide if wide.type == ty else b.fpext(wide, ty)
+
+
+def _float_to_bf16(em: KernelEmitter, value: ir.Value, ty: ir.Type) -> ir.Value:
+    """Rounds to nearest even on the f32 bits; NaN becomes the quiet NaN 0x7FC0."""
+    b = em.builder
+    f32 = _like(value.type, ir.FloatType())
+    if value.type != f32:
+        value = b.fptrunc(value, f32)
+    i32 = _like(f32, ir.IntType(32))
+    bits = b.bitcast(value, i32)
+    odd = b.and_(b.lshr(bits, constant(i32, 16)), constant(i32, 1))
+    rounded = b.lshr(b.add(b.add(bits, constant(i32, 0x7FFF)), odd), constant(i32, 16))
+    is_nan = b.fcmp_unordered("uno", value, value)
+    return b.select(is_nan, constant(ty, 0x7FC0), b.trunc(rounded, ty))
+
+
+def _like(shape_of: ir.Type, element: ir.Type) -> ir.Type:
+    if isinstance(shape_of, ir.VectorType):
+        return ir.VectorType(element, shape_of.count)
+    return element
+
+
 def emit_cast(em: KernelEmitter, op: Operation) -> None:
     (a,) = em.operands(op)
     ty = _result_type(op)
-    if op.name in ("arith.index_cast", "arith.index_castui"):
+    if op_name(op) == "arith.extf" and is_bf16(op.operands[0].type):
+        value = _bf16_to_float(em, a, ty)
+    elif op_name(op) == "arith.truncf" and is_bf16(op.results[0].type):
+        value = _float_to_bf16(em, a, ty)
+    elif op_name(op) in ("arith.index_cast", "arith.index_castui"):
         src, dst = element_of(a.type).width, element_of(ty).width
         if src == dst:
             value = a
         elif src > dst:
             value = em.builder.trunc(a, ty)
-        elif op.name == "arith.index_cast":
+        elif op_name(op) == "arith.index_cast":
             value = em.builder.sext(a, ty)
         else:
             value = em.builder.zext(a, ty)
     else:
-        value = getattr(em.builder, _CASTS[op.name])(a, ty)
+        value = getattr(em.builder, _CASTS[op_name(op)])(a, ty)
     em.bind(op.results[0], value)
 
 
@@ -269,15 +314,15 @@ _MATH_INTRINSICS = {
 def emit_math_intrinsic(em: KernelEmitter, op: Operation) -> None:
     args = em.operands(op)
     ty = _result_type(op)
-    flags = em.fp_flags(op) if op.name not in ("math.ctpop",) else ()
-    em.bind(op.results[0], em.call_intrinsic(_MATH_INTRINSICS[op.name], args, ty, flags=flags))
+    flags = em.fp_flags(op) if op_name(op) not in ("math.ctpop",) else ()
+    em.bind(op.results[0], em.call_intrinsic(_MATH_INTRINSICS[op_name(op)], args, ty, flags=flags))
 
 
 def emit_int_intrinsic(em: KernelEmitter, op: Operation) -> None:
     """absi ctlz cttz: LLVM's versions take a flag; false keeps them total."""
     (a,) = em.operands(op)
     base = {"math.absi": "llvm.abs", "math.ctlz": "llvm.ctlz", "math.cttz": "llvm.cttz"}
-    em.bind(op.results[0], em.call_intrinsic(base[op.name], [a, ir.Constant(I1, 0)], a.type))
+    em.bind(op.results[0], em.call_intrinsic(base[op_name(op)], [a, ir.Constant(I1, 0)], a.type))
 
 
 def emit_fpowi(em: KernelEmitter, op: Operation) -> None:
@@ -299,7 +344,7 @@ def emit_math_libm(em: KernelEmitter, op: Operation) -> None:
     """tanh, erf, ... have no LLVM intrinsic: call libm, lane by lane for vectors."""
     args = em.operands(op)
     ty = _result_type(op)
-    name = op.name.removeprefix("math.")
+    name = op_name(op).removeprefix("math.")
     em.bind(op.results[0], libm.call(em, name, args, ty))
 
 

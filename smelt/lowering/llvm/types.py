@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 import numpy as np
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -16,9 +17,10 @@ from xdsl.dialects.builtin import (
     MemRefType,
     NoneAttr,
     StridedLayoutAttr,
+    UnregisteredOp,
     VectorType,
 )
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, Operation
 
 from smelt.errors import SmeltError
 
@@ -30,9 +32,22 @@ PTR = ir.PointerType()
 VOID = ir.VoidType()
 
 
+def op_name(op: Operation) -> str:
+    """The op's name, also for ops xDSL parsed as unregistered (like arith.remf)."""
+    if isinstance(op, UnregisteredOp):
+        return op.op_name.data
+    return op.name
+
+
 def value_type(t: Attribute) -> ir.Type:
-    """The LLVM type of an SSA value of builtin type `t` (index is i64)."""
+    """The LLVM type of an SSA value of builtin type `t` (index is i64).
+
+    bf16 is held as its 16 bits (i16): LLVM's `bfloat` needs runtime helpers on x86
+    without AVX512-BF16, and smelt computes bf16 in f32 anyway (extf / truncf).
+    """
     match t:
+        case BFloat16Type():
+            return ir.IntType(16)
         case Float16Type():
             return ir.HalfType()
         case Float32Type():
@@ -92,9 +107,10 @@ def scalar_constant(ty: ir.Type, value: float | int) -> ir.Constant:
         # LLVM wants half constants either exact in double hex or as 0xH bits.
         bits = int(np.array(value, dtype=np.float16).view(np.uint16))
         return ir.FormattedConstant(ty, f"0xH{bits:04X}")
-    if isinstance(ty, ir.FloatType) and math.isnan(value):
-        return ir.Constant(ty, float("nan"))
-    return ir.Constant(ty, float(value))
+    # f32 and f64 constants are written as the bits of the (f32-rounded) double.
+    value = float(np.float32(value)) if isinstance(ty, ir.FloatType) else float(value)
+    bits = int(np.array(value, dtype=np.float64).view(np.uint64))
+    return ir.FormattedConstant(ty, f"0x{bits:016X}")
 
 
 def constant(ty: ir.Type, value: float | int) -> ir.Constant:
@@ -102,6 +118,21 @@ def constant(ty: ir.Type, value: float | int) -> ir.Constant:
     if isinstance(ty, ir.VectorType):
         return ir.Constant(ty, [scalar_constant(ty.element, value)] * ty.count)
     return scalar_constant(ty, value)
+
+
+def bf16_bits(value: float) -> int:
+    """The bf16 bit pattern nearest to `value` (round to nearest even, quiet NaN)."""
+    if math.isnan(value):
+        return 0x7FC0
+    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def is_bf16(t: Attribute) -> bool:
+    """Whether `t` is bf16 or a vector of bf16."""
+    if isinstance(t, VectorType):
+        t = t.get_element_type()
+    return isinstance(t, BFloat16Type)
 
 
 @dataclass(frozen=True)
@@ -148,7 +179,7 @@ def _byte_size(t: Attribute) -> int:
             return max(1, (t.width.data + 7) // 8)
         case IndexType():
             return 8
-        case Float16Type():
+        case Float16Type() | BFloat16Type():
             return 2
         case Float32Type():
             return 4
