@@ -24,8 +24,16 @@ N = 37  # not a multiple of any vector width: the vectorized loops need a remain
 def parse(src: str) -> builtin.ModuleOp:
     # allow_unregistered: xDSL 0.75 has no arith.remf, so tests write it generically
     ctx = Context(allow_unregistered=True)
-    for dialect in (builtin.Builtin, func.Func, arith.Arith, math_dialect.Math,
-                    memref.MemRef, vector.Vector, Loop, Graph):
+    for dialect in (
+        builtin.Builtin,
+        func.Func,
+        arith.Arith,
+        math_dialect.Math,
+        memref.MemRef,
+        vector.Vector,
+        Loop,
+        Graph,
+    ):
         ctx.load_dialect(dialect)
     module = Parser(ctx, src).parse_module()
     module.verify()
@@ -70,12 +78,21 @@ def elementwise(body: str, in_types: list[str], out_type: str, n: int = N) -> st
     """
 
 
-_NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
-       "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
+_NP = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+}
 
 
-def run_elementwise(body: str, inputs: list[np.ndarray], in_types: list[str],
-                    out_type: str) -> np.ndarray:
+def run_elementwise(
+    body: str, inputs: list[np.ndarray], in_types: list[str], out_type: str
+) -> np.ndarray:
     out = np.zeros(inputs[0].shape, _NP[out_type])
     run(elementwise(body, in_types, out_type, inputs[0].size), *inputs, out)
     return out
@@ -109,7 +126,9 @@ FLOAT_BINARY = [
 ]
 
 
-@pytest.mark.parametrize("body,ref", FLOAT_BINARY, ids=[b.split()[0] for b, _ in FLOAT_BINARY])
+@pytest.mark.parametrize(
+    "body,ref", FLOAT_BINARY, ids=[b.split()[0] for b, _ in FLOAT_BINARY]
+)
 def test_float_binary(body, ref):
     a, b = with_specials(floats()), floats()
     b[7] = 0.0
@@ -176,22 +195,46 @@ def test_nan_propagation_and_specials():
     got = run_elementwise("%r = math.exp %x0 : f32", [a], ["f32"], "f32")
     np.testing.assert_allclose(got[:6], np.exp(a[:6]))
     b = np.full(N, 1.0, np.float32)
-    got = run_elementwise("%r = arith.maximumf %x0, %x1 : f32", [b, a], ["f32"] * 2, "f32")
+    got = run_elementwise(
+        "%r = arith.maximumf %x0, %x1 : f32", [b, a], ["f32"] * 2, "f32"
+    )
     assert np.isnan(got[0]) and got[1] == np.inf and got[2] == 1.0
 
 
 def test_fma_and_select():
     a, b, c = floats(), floats(), floats()
-    got = run_elementwise("%r = math.fma %x0, %x1, %x2 : f32", [a, b, c], ["f32"] * 3, "f32")
+    got = run_elementwise(
+        "%r = math.fma %x0, %x1, %x2 : f32", [a, b, c], ["f32"] * 3, "f32"
+    )
     np.testing.assert_allclose(got, a * b + c, rtol=1e-5, atol=1e-6)
     cond = RNG.random(N) > 0.5
-    got = run_elementwise("%r = arith.select %x0, %x1, %x2 : f32", [cond, a, b],
-                          ["i1", "f32", "f32"], "f32")
+    got = run_elementwise(
+        "%r = arith.select %x0, %x1, %x2 : f32",
+        [cond, a, b],
+        ["i1", "f32", "f32"],
+        "f32",
+    )
     np.testing.assert_array_equal(got, np.where(cond, a, b))
 
 
-CMPF = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
-        "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true"]
+CMPF = [
+    "false",
+    "oeq",
+    "ogt",
+    "oge",
+    "olt",
+    "ole",
+    "one",
+    "ord",
+    "ueq",
+    "ugt",
+    "uge",
+    "ult",
+    "ule",
+    "une",
+    "uno",
+    "true",
+]
 
 
 def _cmpf_ref(pred: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -200,8 +243,14 @@ def _cmpf_ref(pred: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     unordered = np.isnan(a) | np.isnan(b)
     if pred in ("ord", "uno"):
         return ~unordered if pred == "ord" else unordered
-    cmp = {"eq": np.equal, "gt": np.greater, "ge": np.greater_equal, "lt": np.less,
-           "le": np.less_equal, "ne": np.not_equal}[pred[1:]]
+    cmp = {
+        "eq": np.equal,
+        "gt": np.greater,
+        "ge": np.greater_equal,
+        "lt": np.less,
+        "le": np.less_equal,
+        "ne": np.not_equal,
+    }[pred[1:]]
     with np.errstate(invalid="ignore"):
         ordered = cmp(a, b) & ~unordered
     return ordered if pred[0] == "o" else ordered | unordered
@@ -212,12 +261,14 @@ def test_cmpf(pred):
     a = with_specials(np.round(floats()))
     b = np.round(floats())
     b[:6] = [1.0, np.nan, -np.inf, -0.0, 0.0, 1.0]
-    got = run_elementwise(f"%r = arith.cmpf {pred}, %x0, %x1 : f32", [a, b],
-                          ["f32", "f32"], "i1")
+    got = run_elementwise(
+        f"%r = arith.cmpf {pred}, %x0, %x1 : f32", [a, b], ["f32", "f32"], "i1"
+    )
     np.testing.assert_array_equal(got, _cmpf_ref(pred, a, b))
 
 
 # --- integers ----------------------------------------------------------------------
+
 
 def ints(dtype=np.int32, n: int = N, lo: int = -50, hi: int = 50) -> np.ndarray:
     return RNG.integers(lo, hi, n).astype(dtype)
@@ -239,11 +290,17 @@ def _div_ref(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     floor = a64 // safe
     trunc = np.where((a64 % safe != 0) & ((a64 < 0) != (safe < 0)), floor + 1, floor)
     result = {
-        "divsi": trunc, "divui": trunc, "remsi": a64 - safe * trunc,
-        "remui": a64 - safe * trunc, "floordivsi": floor, "ceildivsi": -((-a64) // safe),
+        "divsi": trunc,
+        "divui": trunc,
+        "remsi": a64 - safe * trunc,
+        "remui": a64 - safe * trunc,
+        "floordivsi": floor,
+        "ceildivsi": -((-a64) // safe),
         "ceildivui": -((-a64) // safe),
     }[name]
-    return np.where(b64 == 0, 0, result).astype(np.int64).astype(np.uint32).view(np.int32)
+    return (
+        np.where(b64 == 0, 0, result).astype(np.int64).astype(np.uint32).view(np.int32)
+    )
 
 
 @pytest.mark.parametrize(
@@ -251,7 +308,9 @@ def _div_ref(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 )
 def test_int_division(name):
     a, b = _i32_edge_cases()
-    got = run_elementwise(f"%r = arith.{name} %x0, %x1 : i32", [a, b], ["i32"] * 2, "i32")
+    got = run_elementwise(
+        f"%r = arith.{name} %x0, %x1 : i32", [a, b], ["i32"] * 2, "i32"
+    )
     np.testing.assert_array_equal(got, _div_ref(name, a, b))
 
 
@@ -268,12 +327,25 @@ def _shift_ref(name, a, b):
 
 
 INT_BINARY = [
-    ("addi", np.add), ("subi", np.subtract), ("muli", np.multiply),
-    ("andi", np.bitwise_and), ("ori", np.bitwise_or), ("xori", np.bitwise_xor),
-    ("maxsi", np.maximum), ("minsi", np.minimum),
-    ("maxui", lambda a, b: np.maximum(a.view(np.uint32), b.view(np.uint32)).view(np.int32)),
-    ("minui", lambda a, b: np.minimum(a.view(np.uint32), b.view(np.uint32)).view(np.int32)),
-    ("shli", None), ("shrsi", None), ("shrui", None),
+    ("addi", np.add),
+    ("subi", np.subtract),
+    ("muli", np.multiply),
+    ("andi", np.bitwise_and),
+    ("ori", np.bitwise_or),
+    ("xori", np.bitwise_xor),
+    ("maxsi", np.maximum),
+    ("minsi", np.minimum),
+    (
+        "maxui",
+        lambda a, b: np.maximum(a.view(np.uint32), b.view(np.uint32)).view(np.int32),
+    ),
+    (
+        "minui",
+        lambda a, b: np.minimum(a.view(np.uint32), b.view(np.uint32)).view(np.int32),
+    ),
+    ("shli", None),
+    ("shrsi", None),
+    ("shrui", None),
 ]
 
 
@@ -286,19 +358,32 @@ def test_int_binary(name, ref):
     else:
         with np.errstate(over="ignore"):
             expected = ref(a, b)
-    got = run_elementwise(f"%r = arith.{name} %x0, %x1 : i32", [a, b], ["i32"] * 2, "i32")
+    got = run_elementwise(
+        f"%r = arith.{name} %x0, %x1 : i32", [a, b], ["i32"] * 2, "i32"
+    )
     np.testing.assert_array_equal(got, expected)
 
 
-CMPI = [("eq", np.equal), ("ne", np.not_equal), ("slt", np.less), ("sle", np.less_equal),
-        ("sgt", np.greater), ("sge", np.greater_equal)]
+CMPI = [
+    ("eq", np.equal),
+    ("ne", np.not_equal),
+    ("slt", np.less),
+    ("sle", np.less_equal),
+    ("sgt", np.greater),
+    ("sge", np.greater_equal),
+]
 
 
-@pytest.mark.parametrize("pred,ref", CMPI + [(f"u{p[1:]}", r) for p, r in CMPI[2:]],
-                         ids=[p for p, _ in CMPI] + [f"u{p[1:]}" for p, _ in CMPI[2:]])
+@pytest.mark.parametrize(
+    "pred,ref",
+    CMPI + [(f"u{p[1:]}", r) for p, r in CMPI[2:]],
+    ids=[p for p, _ in CMPI] + [f"u{p[1:]}" for p, _ in CMPI[2:]],
+)
 def test_cmpi(pred, ref):
     a, b = ints(lo=-3, hi=3), ints(lo=-3, hi=3)
-    got = run_elementwise(f"%r = arith.cmpi {pred}, %x0, %x1 : i32", [a, b], ["i32"] * 2, "i1")
+    got = run_elementwise(
+        f"%r = arith.cmpi {pred}, %x0, %x1 : i32", [a, b], ["i32"] * 2, "i1"
+    )
     if pred.startswith("u"):
         a, b = a.view(np.uint32), b.view(np.uint32)
     np.testing.assert_array_equal(got, ref(a, b))
@@ -309,13 +394,26 @@ CASTS = [
     ("arith.truncf %x0 : f64 to f32", "f64", "f32", lambda x: x.astype(np.float32)),
     ("arith.truncf %x0 : f32 to f16", "f32", "f16", lambda x: x.astype(np.float16)),
     ("arith.sitofp %x0 : i32 to f32", "i32", "f32", lambda x: x.astype(np.float32)),
-    ("arith.uitofp %x0 : i32 to f32", "i32", "f32",
-     lambda x: x.view(np.uint32).astype(np.float32)),
+    (
+        "arith.uitofp %x0 : i32 to f32",
+        "i32",
+        "f32",
+        lambda x: x.view(np.uint32).astype(np.float32),
+    ),
     ("arith.fptosi %x0 : f32 to i32", "f32", "i32", lambda x: x.astype(np.int32)),
-    ("arith.fptoui %x0 : f32 to i8", "f32", "i8",
-     lambda x: np.abs(x).astype(np.uint8).view(np.int8)),
+    (
+        "arith.fptoui %x0 : f32 to i8",
+        "f32",
+        "i8",
+        lambda x: np.abs(x).astype(np.uint8).view(np.int8),
+    ),
     ("arith.extsi %x0 : i8 to i32", "i8", "i32", lambda x: x.astype(np.int32)),
-    ("arith.extui %x0 : i8 to i32", "i8", "i32", lambda x: x.view(np.uint8).astype(np.int32)),
+    (
+        "arith.extui %x0 : i8 to i32",
+        "i8",
+        "i32",
+        lambda x: x.view(np.uint8).astype(np.int32),
+    ),
     ("arith.trunci %x0 : i32 to i8", "i32", "i8", lambda x: x.astype(np.int8)),
     ("arith.bitcast %x0 : f32 to i32", "f32", "i32", lambda x: x.view(np.int32)),
     ("arith.extui %x0 : i1 to i32", "i1", "i32", lambda x: x.astype(np.int32)),
@@ -323,8 +421,9 @@ CASTS = [
 ]
 
 
-@pytest.mark.parametrize("body,src,dst,ref", CASTS, ids=[c[0].split()[0] + "-" + c[1] + c[2]
-                                                          for c in CASTS])
+@pytest.mark.parametrize(
+    "body,src,dst,ref", CASTS, ids=[c[0].split()[0] + "-" + c[1] + c[2] for c in CASTS]
+)
 def test_casts(body, src, dst, ref):
     if src.startswith("f"):
         x = floats(_NP[src], lo=-100, hi=100)
@@ -333,8 +432,11 @@ def test_casts(body, src, dst, ref):
     elif src == "i1":
         x = RNG.random(N) > 0.5
     else:
-        x = ints(_NP[src], lo=-128 if src == "i8" else -(2**31),
-                 hi=127 if src == "i8" else 2**31 - 1)
+        x = ints(
+            _NP[src],
+            lo=-128 if src == "i8" else -(2**31),
+            hi=127 if src == "i8" else 2**31 - 1,
+        )
     got = run_elementwise(f"%r = {body}", [x], [src], dst)
     np.testing.assert_array_equal(got, ref(x))
 
@@ -349,24 +451,22 @@ def test_index_cast():
 
 
 def test_constants():
-    body = "\n".join([
-        "%c0 = arith.constant 0x7FC00000 : f32",  # nan
-        "%c1 = arith.constant 0x7F800000 : f32",  # inf
-        "%c2 = arith.constant -2.5 : f32",
-        "%c3 = arith.constant 3 : i32",
-        "%c4 = arith.constant true",
-        "%c5 = arith.constant 2 : index",
-        "%f = arith.sitofp %c3 : i32 to f32",
-        "%ix = arith.index_cast %c5 : index to i32",
-        "%fi = arith.sitofp %ix : i32 to f32",
-        "%s = arith.select %c4, %c2, %c0 : f32",
-        "%p = arith.addf %s, %f : f32",
-        "%q = arith.addf %p, %fi : f32",
-        "%big = arith.cmpf olt, %x0, %c1 : f32",
-        "%nn = arith.cmpf uno, %c0, %c0 : f32",
-        "%both = arith.andi %big, %nn : i1",
-        "%r = arith.select %both, %q, %c0 : f32",
-    ])
+    body = """%c0 = arith.constant 0x7FC00000 : f32
+      %c1 = arith.constant 0x7F800000 : f32
+      %c2 = arith.constant -2.5 : f32
+      %c3 = arith.constant 3 : i32
+      %c4 = arith.constant true
+      %c5 = arith.constant 2 : index
+      %f = arith.sitofp %c3 : i32 to f32
+      %ix = arith.index_cast %c5 : index to i32
+      %fi = arith.sitofp %ix : i32 to f32
+      %s = arith.select %c4, %c2, %c0 : f32
+      %p = arith.addf %s, %f : f32
+      %q = arith.addf %p, %fi : f32
+      %big = arith.cmpf olt, %x0, %c1 : f32
+      %nn = arith.cmpf uno, %c0, %c0 : f32
+      %both = arith.andi %big, %nn : i1
+      %r = arith.select %both, %q, %c0 : f32"""
     x = floats()
     x[0] = np.inf
     got = run_elementwise(body, [x], ["f32"], "f32")
@@ -375,6 +475,7 @@ def test_constants():
 
 
 # --- types: f16, bf16, i1 -------------------------------------------------------------
+
 
 def test_f16_arithmetic():
     a, b = floats(np.float16), floats(np.float16)
@@ -423,12 +524,17 @@ def test_i1_buffers():
     np.testing.assert_array_equal(got, a ^ b)
     got = run_elementwise(
         "%t = arith.constant true\n%n = arith.xori %x0, %t : i1\n"
-        "%r = arith.andi %n, %x1 : i1", [a, b], ["i1"] * 2, "i1")
+        "%r = arith.andi %n, %x1 : i1",
+        [a, b],
+        ["i1"] * 2,
+        "i1",
+    )
     np.testing.assert_array_equal(got, ~a & b)
     assert set(got.view(np.uint8).tolist()) <= {0, 1}  # stored as 0/1 bytes
 
 
 # --- loops: reductions, matmul, bounds ------------------------------------------------
+
 
 def test_row_sum_and_max_with_iter_args():
     src = """
@@ -457,8 +563,13 @@ def test_row_sum_and_max_with_iter_args():
     a = RNG.standard_normal((5, 33)).astype(np.float32)
     a[3, 7] = np.nan
     for fast_math in (False, True):
-        _, s, m = run(src, a, np.zeros(5, np.float32), np.zeros(5, np.float32),
-                      fast_math=fast_math)
+        _, s, m = run(
+            src,
+            a,
+            np.zeros(5, np.float32),
+            np.zeros(5, np.float32),
+            fast_math=fast_math,
+        )
         np.testing.assert_allclose(s, a.sum(axis=1), rtol=1e-5)
         np.testing.assert_array_equal(m, a.max(axis=1))
 
@@ -620,6 +731,7 @@ def test_scratch_alloca_in_kernel():
 
 # --- vector ops --------------------------------------------------------------------
 
+
 def test_vector_ops():
     src = """
     func.func @k(%a: memref<4x8xf32>, %o: memref<4x8xf32>, %s: memref<4xf32>)
@@ -653,6 +765,7 @@ def test_vector_ops():
 
 
 # --- generated code, errors ------------------------------------------------------------
+
 
 def test_inner_loops_vectorize():
     src = elementwise("%r = arith.addf %x0, %x1 : f32", ["f32", "f32"], "f32", 1024)

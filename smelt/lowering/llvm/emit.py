@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
-import llvmlite.ir as ir
+from llvmlite import ir
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
@@ -27,7 +27,9 @@ from smelt.lowering.llvm.emit_kernel import (
     OpEmitter,
     declare_kernel,
 )
-from smelt.lowering.llvm.emit_ops import SCALAR_EMITTERS
+from smelt.lowering.llvm.emit_math import MATH_EMITTERS
+from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
+from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
 from smelt.lowering.llvm.plan import MemoryPlan, plan_memory
 from smelt.lowering.llvm.types import I8, I64, PTR, VOID, buffer_info, constant
@@ -35,7 +37,12 @@ from smelt.lowering.llvm.types import I8, I64, PTR, VOID, buffer_info, constant
 ENTRY = "smelt_main"
 """The native entry point: void smelt_main(ptr io, ptr arena, ptr weights)."""
 
-OP_EMITTERS: dict[str, OpEmitter] = {**SCALAR_EMITTERS, **VECTOR_EMITTERS}
+OP_EMITTERS: dict[str, OpEmitter] = {
+    **ARITH_EMITTERS,
+    **MATH_EMITTERS,
+    **MEMORY_EMITTERS,
+    **VECTOR_EMITTERS,
+}
 """Op name → emitter: the ops the llvm target supports inside kernels."""
 
 
@@ -51,8 +58,9 @@ class LoweredModule:
     output_names: list[str]
 
 
-def lower_module(module: ModuleOp, options: EmitOptions = EmitOptions()) -> LoweredModule:
+def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> LoweredModule:
     """Builds the LLVM module of `module` (kernels, and the entry point if @main)."""
+    options = options or EmitOptions()
     kernels: list[func.FuncOp] = []
     main: func.FuncOp | None = None
     for op in module.ops:
@@ -70,7 +78,9 @@ def lower_module(module: ModuleOp, options: EmitOptions = EmitOptions()) -> Lowe
     ir_module.triple = llvm.get_process_triple()
     functions = {k.sym_name.data: declare_kernel(ir_module, k) for k in kernels}
     for kernel in kernels:
-        KernelEmitter(functions[kernel.sym_name.data], kernel, OP_EMITTERS, options).emit()
+        KernelEmitter(
+            functions[kernel.sym_name.data], kernel, OP_EMITTERS, options
+        ).emit()
     if main is None:
         return LoweredModule(ir_module, None, [], [], [])
     plan = plan_memory(main)
@@ -85,7 +95,7 @@ def lower_module(module: ModuleOp, options: EmitOptions = EmitOptions()) -> Lowe
     )
 
 
-def emit_llvm_ir(module: ModuleOp, options: EmitOptions = EmitOptions()) -> str:
+def emit_llvm_ir(module: ModuleOp, options: EmitOptions | None = None) -> str:
     """Textual LLVM IR of a loop-level module, before optimization."""
     return str(lower_module(module, options).ir_module)
 
@@ -115,15 +125,23 @@ def _emit_entry(
         buffers[arg] = b.load(slot, typ=PTR, name=arg.name_hint or f"io{i}", align=8)
 
     def at(base: ir.Value, offset: int, name: str | None) -> ir.Value:
-        return b.gep(base, [constant(I64, offset)], inbounds=True, source_etype=I8,
-                     name=name or "")
+        return b.gep(
+            base,
+            [constant(I64, offset)],
+            inbounds=True,
+            source_etype=I8,
+            name=name or "",
+        )
 
     for op in main.body.block.ops:
         if isinstance(op, AllocOp):
-            buffers[op.result] = at(arena, plan.arena_offsets[op.result], op.result.name_hint)
+            buffers[op.result] = at(
+                arena, plan.arena_offsets[op.result], op.result.name_hint
+            )
         elif isinstance(op, ConstantOp):
-            buffers[op.result] = at(weights, plan.weight_offsets[op.result],
-                                    op.result.name_hint)
+            buffers[op.result] = at(
+                weights, plan.weight_offsets[op.result], op.result.name_hint
+            )
         elif isinstance(op, ViewOp):
             buffers[op.result] = buffers[op.source]
         elif isinstance(op, func.CallOp):
@@ -132,14 +150,19 @@ def _emit_entry(
                 raise SmeltError(f"@main calls @{callee}, which is not a loop.kernel")
             target = functions[callee]
             if len(op.arguments) != len(target.args):
-                raise SmeltError(f"@main calls @{callee} with {len(op.arguments)} "
-                                 f"buffers; it takes {len(target.args)}")
+                raise SmeltError(
+                    f"@main calls @{callee} with {len(op.arguments)} "
+                    f"buffers; it takes {len(target.args)}"
+                )
             b.call(target, [buffers[v] for v in op.arguments])
         elif isinstance(op, func.ReturnOp):
             if op.operands:
-                raise SmeltError("@main must write its outputs to its arguments, "
-                                 "not return values")
+                raise SmeltError(
+                    "@main must write its outputs to its arguments, not return values"
+                )
         else:
-            raise SmeltError(f"@main: the llvm target does not support `{op.name}` there; "
-                             "@main holds loop.alloc/constant/view and func.call only")
+            raise SmeltError(
+                f"@main: the llvm target does not support `{op.name}` there; "
+                "@main holds loop.alloc/constant/view and func.call only"
+            )
     b.ret_void()

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import llvmlite.ir as ir
+from llvmlite import ir
 from xdsl.dialects import func
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from smelt.dialects.loop import ForOp, YieldOp
 from smelt.errors import SmeltError
@@ -35,11 +35,40 @@ OpEmitter = Callable[["KernelEmitter", Operation], None]
 """Emits one op at the builder's position and binds its results."""
 
 
-BF16_OPS = frozenset([
-    "arith.constant", "arith.extf", "arith.truncf", "arith.select", "arith.bitcast",
-    "memref.load", "memref.store", "vector.load", "vector.store", "vector.broadcast",
-    "vector.extract", "vector.insert", "memref.alloca", "loop.view",
-])
+def op_table(families: list[tuple[OpEmitter, Iterable[str]]]) -> dict[str, OpEmitter]:
+    """Op name → emitter, from (emitter, names it handles) pairs."""
+    return {name: emitter for emitter, names in families for name in names}
+
+
+def property_of(op: Operation, key: str) -> Attribute | None:
+    """A property, or an attribute for generic or unregistered ops."""
+    found = op.properties.get(key)
+    return found if found is not None else op.attributes.get(key)
+
+
+def result_type(op: Operation) -> ir.Type:
+    """The LLVM type of the op's (first) result."""
+    return value_type(op.results[0].type)
+
+
+BF16_OPS = frozenset(
+    [
+        "arith.constant",
+        "arith.extf",
+        "arith.truncf",
+        "arith.select",
+        "arith.bitcast",
+        "memref.load",
+        "memref.store",
+        "vector.load",
+        "vector.store",
+        "vector.broadcast",
+        "vector.extract",
+        "vector.insert",
+        "memref.alloca",
+        "loop.view",
+    ]
+)
 """Ops that may touch bf16 values, which the llvm target holds as i16 bits."""
 
 
@@ -244,7 +273,9 @@ class KernelEmitter:
         """The address of `buffer[indices]`: base + Σ index·stride elements."""
         info = buffer_info(buffer.type)
         if len(indices) != len(info.shape):
-            raise SmeltError(f"{len(indices)} indices for a buffer of rank {len(info.shape)}")
+            raise SmeltError(
+                f"{len(indices)} indices for a buffer of rank {len(info.shape)}"
+            )
         b = self.builder
         offset: ir.Value | None = None
         for index, stride in zip(indices, info.strides):
@@ -255,7 +286,10 @@ class KernelEmitter:
         if offset is None:
             return self.get(buffer)
         return b.gep(
-            self.get(buffer), [offset], inbounds=True, source_etype=memory_type(info.element)
+            self.get(buffer),
+            [offset],
+            inbounds=True,
+            source_etype=memory_type(info.element),
         )
 
     def alloca(self, info: BufferInfo) -> ir.Value:

@@ -1,6 +1,6 @@
-"""Per-op emitters of the llvm target: arith, math and memref ops → LLVM IR.
+"""Per-op emitters of the llvm target for `arith` ops → LLVM IR.
 
-Each op family has one emitter; `SCALAR_EMITTERS` maps op names to them. Emitters
+Each op family has one emitter; `ARITH_EMITTERS` maps op names to them. Emitters
 read operands generically (`op.operands`, `op.results`) so that ops xDSL does not
 define (like `arith.remf`, parsed as unregistered) are handled the same way. Every
 emitter also accepts 1-d vector operands, so vectorized bodies reuse them.
@@ -14,49 +14,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import llvmlite.ir as ir
+from llvmlite import ir
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
 )
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Operation
 
 from smelt.errors import SmeltError
-from smelt.lowering.llvm import libm
+from smelt.lowering.llvm.emit_kernel import (
+    OpEmitter,
+    op_table,
+    property_of,
+    result_type,
+)
 from smelt.lowering.llvm.types import (
-    I1,
-    BufferInfo,
     bf16_bits,
-    buffer_info,
     constant,
     element_of,
     is_bf16,
-    memory_type,
     op_name,
     scalar_constant,
-    value_type,
 )
 
 if TYPE_CHECKING:
-    from smelt.lowering.llvm.emit_kernel import KernelEmitter, OpEmitter
-
-
-def property_of(op: Operation, key: str) -> Attribute | None:
-    """A property, or an attribute for generic or unregistered ops."""
-    found = op.properties.get(key)
-    return found if found is not None else op.attributes.get(key)
-
-
-def _result_type(op: Operation) -> ir.Type:
-    return value_type(op.results[0].type)
+    from smelt.lowering.llvm.emit_kernel import KernelEmitter
 
 
 # --- arith: constants, arithmetic -------------------------------------------
 
 
 def emit_constant(em: KernelEmitter, op: Operation) -> None:
-    ty = _result_type(op)
+    ty = result_type(op)
     attr = property_of(op, "value")
     match attr:
         case IntegerAttr():
@@ -124,6 +114,17 @@ def emit_shift(em: KernelEmitter, op: Operation) -> None:
     em.bind(op.results[0], b.select(too_far, constant(ty, 0), shifted))
 
 
+_INT_DIVISION = [
+    "arith.divsi",
+    "arith.divui",
+    "arith.remsi",
+    "arith.remui",
+    "arith.floordivsi",
+    "arith.ceildivsi",
+    "arith.ceildivui",
+]
+
+
 def emit_int_division(em: KernelEmitter, op: Operation) -> None:
     """divsi divui remsi remui floordivsi ceildivsi ceildivui, made total."""
     a, d = em.operands(op)
@@ -141,7 +142,10 @@ def emit_int_division(em: KernelEmitter, op: Operation) -> None:
         safe = b.select(overflow, one, safe)
     kind = op_name(op).removeprefix("arith.")[:-2]
     if kind in ("div", "rem"):
-        method = {"div": "sdiv" if signed else "udiv", "rem": "srem" if signed else "urem"}
+        method = {
+            "div": "sdiv" if signed else "udiv",
+            "rem": "srem" if signed else "urem",
+        }
         result = getattr(b, method[kind])(a, safe)
     else:
         quotient = b.sdiv(a, safe) if signed else b.udiv(a, safe)
@@ -174,7 +178,10 @@ _MIN_MAX = {
 def emit_min_max(em: KernelEmitter, op: Operation) -> None:
     a, b = em.operands(op)
     flags = em.fp_flags(op) if op_name(op).endswith("f") else ()
-    em.bind(op.results[0], em.call_intrinsic(_MIN_MAX[op_name(op)], [a, b], a.type, flags=flags))
+    em.bind(
+        op.results[0],
+        em.call_intrinsic(_MIN_MAX[op_name(op)], [a, b], a.type, flags=flags),
+    )
 
 
 # --- arith: comparisons, select, casts ----------------------------------------
@@ -183,8 +190,18 @@ def emit_min_max(em: KernelEmitter, op: Operation) -> None:
 #                                 ueq ugt uge ult ule une uno true
 _CMPF = ["==", ">", ">=", "<", "<=", "!=", "ord"]
 # arith.cmpi predicates in order: eq ne slt sle sgt sge ult ule ugt uge
-_CMPI = [("==", True), ("!=", True), ("<", True), ("<=", True), (">", True),
-         (">=", True), ("<", False), ("<=", False), (">", False), (">=", False)]
+_CMPI = [
+    ("==", True),
+    ("!=", True),
+    ("<", True),
+    ("<=", True),
+    (">", True),
+    (">=", True),
+    ("<", False),
+    ("<=", False),
+    (">", False),
+    (">=", False),
+]
 
 
 def _predicate(op: Operation) -> int:
@@ -198,7 +215,7 @@ def emit_cmpf(em: KernelEmitter, op: Operation) -> None:
     a, b = em.operands(op)
     pred = _predicate(op)
     if pred in (0, 15):
-        em.bind(op.results[0], constant(_result_type(op), int(pred == 15)))
+        em.bind(op.results[0], constant(result_type(op), int(pred == 15)))
         return
     flags = em.fp_flags(op)
     if pred <= 7:
@@ -240,7 +257,9 @@ def _bf16_to_float(em: KernelEmitter, bits: ir.Value, ty: ir.Type) -> ir.Value:
     """bf16 is the high half of an f32: shift its bits up, then widen further."""
     b = em.builder
     i32 = _like(bits.type, ir.IntType(32))
-    wide = b.bitcast(b.shl(b.zext(bits, i32), constant(i32, 16)), _like(i32, ir.FloatType()))
+    wide = b.bitcast(
+        b.shl(b.zext(bits, i32), constant(i32, 16)), _like(i32, ir.FloatType())
+    )
     return wide if wide.type == ty else b.fpext(wide, ty)
 
 
@@ -266,7 +285,7 @@ def _like(shape_of: ir.Type, element: ir.Type) -> ir.Type:
 
 def emit_cast(em: KernelEmitter, op: Operation) -> None:
     (a,) = em.operands(op)
-    ty = _result_type(op)
+    ty = result_type(op)
     if op_name(op) == "arith.extf" and is_bf16(op.operands[0].type):
         value = _bf16_to_float(em, a, ty)
     elif op_name(op) == "arith.truncf" and is_bf16(op.results[0].type):
@@ -286,133 +305,19 @@ def emit_cast(em: KernelEmitter, op: Operation) -> None:
     em.bind(op.results[0], value)
 
 
-# --- math ----------------------------------------------------------------------
-
-_MATH_INTRINSICS = {
-    "math.exp": "llvm.exp",
-    "math.exp2": "llvm.exp2",
-    "math.log": "llvm.log",
-    "math.log2": "llvm.log2",
-    "math.log10": "llvm.log10",
-    "math.sqrt": "llvm.sqrt",
-    "math.absf": "llvm.fabs",
-    "math.floor": "llvm.floor",
-    "math.ceil": "llvm.ceil",
-    "math.trunc": "llvm.trunc",
-    "math.round": "llvm.round",
-    "math.roundeven": "llvm.roundeven",
-    "math.sin": "llvm.sin",
-    "math.cos": "llvm.cos",
-    "math.tan": "llvm.tan",
-    "math.powf": "llvm.pow",
-    "math.fma": "llvm.fma",
-    "math.copysign": "llvm.copysign",
-    "math.ctpop": "llvm.ctpop",
-}
-
-
-def emit_math_intrinsic(em: KernelEmitter, op: Operation) -> None:
-    args = em.operands(op)
-    ty = _result_type(op)
-    flags = em.fp_flags(op) if op_name(op) not in ("math.ctpop",) else ()
-    em.bind(op.results[0], em.call_intrinsic(_MATH_INTRINSICS[op_name(op)], args, ty, flags=flags))
-
-
-def emit_int_intrinsic(em: KernelEmitter, op: Operation) -> None:
-    """absi ctlz cttz: LLVM's versions take a flag; false keeps them total."""
-    (a,) = em.operands(op)
-    base = {"math.absi": "llvm.abs", "math.ctlz": "llvm.ctlz", "math.cttz": "llvm.cttz"}
-    em.bind(op.results[0], em.call_intrinsic(base[op_name(op)], [a, ir.Constant(I1, 0)], a.type))
-
-
-def emit_fpowi(em: KernelEmitter, op: Operation) -> None:
-    base, exponent = em.operands(op)
-    value = em.call_intrinsic(
-        "llvm.powi", [base, exponent], base.type, overloads=[base.type, exponent.type]
-    )
-    em.bind(op.results[0], value)
-
-
-def emit_rsqrt(em: KernelEmitter, op: Operation) -> None:
-    (a,) = em.operands(op)
-    flags = em.fp_flags(op)
-    root = em.call_intrinsic("llvm.sqrt", [a], a.type, flags=flags)
-    em.bind(op.results[0], em.builder.fdiv(constant(a.type, 1.0), root, flags=flags))
-
-
-def emit_math_libm(em: KernelEmitter, op: Operation) -> None:
-    """tanh, erf, ... have no LLVM intrinsic: call libm, lane by lane for vectors."""
-    args = em.operands(op)
-    ty = _result_type(op)
-    name = op_name(op).removeprefix("math.")
-    em.bind(op.results[0], libm.call(em, name, args, ty))
-
-
-# --- memref inside kernels ---------------------------------------------------------
-
-
-def emit_load(em: KernelEmitter, op: Operation) -> None:
-    buffer, *indices = op.operands
-    info = buffer_info(buffer.type)
-    value = em.builder.load(
-        em.address(buffer, list(indices)),
-        typ=memory_type(info.element),
-        align=info.element_bytes,
-    )
-    ty = _result_type(op)
-    if value.type != ty:  # i1 is stored as i8
-        value = em.builder.trunc(value, ty)
-    em.bind(op.results[0], value)
-
-
-def emit_store(em: KernelEmitter, op: Operation) -> None:
-    stored, buffer, *indices = op.operands
-    info = buffer_info(buffer.type)
-    value = em.get(stored)
-    mem = memory_type(info.element)
-    if value.type != mem:
-        value = em.builder.zext(value, mem)
-    em.builder.store(value, em.address(buffer, list(indices)), align=info.element_bytes)
-
-
-def emit_alloca(em: KernelEmitter, op: Operation) -> None:
-    info: BufferInfo = buffer_info(op.results[0].type)
-    em.bind(op.results[0], em.alloca(info))
-
-
-def emit_view(em: KernelEmitter, op: Operation) -> None:
-    em.bind(op.results[0], em.get(op.operands[0]))
-
-
-def _table() -> dict[str, OpEmitter]:
-    table: dict[str, OpEmitter] = {"arith.constant": emit_constant}
-    families: list[tuple[OpEmitter, object]] = [
+ARITH_EMITTERS: dict[str, OpEmitter] = op_table(
+    [
+        (emit_constant, ["arith.constant"]),
         (emit_float_binary, _FLOAT_BINARY),
         (emit_int_binary, _INT_BINARY),
         (emit_shift, ["arith.shli", "arith.shrsi", "arith.shrui"]),
-        (emit_int_division, ["arith.divsi", "arith.divui", "arith.remsi", "arith.remui",
-                             "arith.floordivsi", "arith.ceildivsi", "arith.ceildivui"]),
+        (emit_int_division, _INT_DIVISION),
         (emit_min_max, _MIN_MAX),
         (emit_negf, ["arith.negf"]),
         (emit_cmpf, ["arith.cmpf"]),
         (emit_cmpi, ["arith.cmpi"]),
         (emit_select, ["arith.select"]),
         (emit_cast, [*_CASTS, "arith.index_cast", "arith.index_castui"]),
-        (emit_math_intrinsic, _MATH_INTRINSICS),
-        (emit_int_intrinsic, ["math.absi", "math.ctlz", "math.cttz"]),
-        (emit_fpowi, ["math.fpowi"]),
-        (emit_rsqrt, ["math.rsqrt"]),
-        (emit_math_libm, [f"math.{n}" for n in libm.FUNCTIONS]),
-        (emit_load, ["memref.load"]),
-        (emit_store, ["memref.store"]),
-        (emit_alloca, ["memref.alloca"]),
-        (emit_view, ["loop.view"]),
     ]
-    for emitter, names in families:
-        for name in names:
-            table[name] = emitter
-    return table
-
-
-SCALAR_EMITTERS: dict[str, OpEmitter] = _table()
-"""Op name → emitter, for every scalar op the llvm target supports."""
+)
+"""Op name → emitter for the arith ops of the llvm target."""

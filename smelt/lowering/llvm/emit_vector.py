@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import llvmlite.ir as ir
+from llvmlite import ir
 from xdsl.ir import Operation
 
 from smelt.errors import SmeltError
@@ -34,7 +34,9 @@ def emit_vector_load(em: KernelEmitter, op: Operation) -> None:
     ty = value_type(op.results[0].type)
     mem = _memory_vector(ty, info.element)
     # Only element alignment is known: the vector may start anywhere in a row.
-    value = em.builder.load(em.address(buffer, indices), typ=mem, align=info.element_bytes)
+    value = em.builder.load(
+        em.address(buffer, indices), typ=mem, align=info.element_bytes
+    )
     em.bind(op.results[0], value if mem == ty else em.builder.trunc(value, ty))
 
 
@@ -69,8 +71,10 @@ def emit_broadcast(em: KernelEmitter, op: Operation) -> None:
 
 def emit_vector_fma(em: KernelEmitter, op: Operation) -> None:
     a, b, acc = em.operands(op)
-    em.bind(op.results[0], em.call_intrinsic("llvm.fma", [a, b, acc], a.type,
-                                             flags=em.fp_flags(op)))
+    em.bind(
+        op.results[0],
+        em.call_intrinsic("llvm.fma", [a, b, acc], a.type, flags=em.fp_flags(op)),
+    )
 
 
 # kind → (LLVM reduction intrinsic, scalar emitter combining it with `acc`)
@@ -102,13 +106,19 @@ def emit_reduction(em: KernelEmitter, op: Operation) -> None:
     if floating and kind in ("add", "mul"):
         start = acc[0] if acc else constant(scalar, -0.0 if kind == "add" else 1.0)
         base = f"llvm.vector.reduce.f{kind}"
-        result = em.call_intrinsic(base, [start, vec], scalar, overloads=[vec.type],
-                                   flags=flags)
+        result = em.call_intrinsic(
+            base, [start, vec], scalar, overloads=[vec.type], flags=flags
+        )
         em.bind(op.results[0], result)
         return
     intrinsic, combine = _REDUCTIONS[kind]
-    result = em.call_intrinsic(f"llvm.vector.reduce.{intrinsic}", [vec], scalar,
-                               overloads=[vec.type], flags=flags)
+    result = em.call_intrinsic(
+        f"llvm.vector.reduce.{intrinsic}",
+        [vec],
+        scalar,
+        overloads=[vec.type],
+        flags=flags,
+    )
     if acc:
         if combine.startswith("llvm."):
             result = em.call_intrinsic(combine, [result, acc[0]], scalar, flags=flags)

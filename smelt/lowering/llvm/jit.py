@@ -80,7 +80,8 @@ class NativeProgram:
         self._arena = aligned_empty(arena_bytes)
         self._weights = weights
         self._signature = [
-            (tuple(buffer_info(t).shape), to_numpy(t.get_element_type())) for t in io_types
+            (tuple(buffer_info(t).shape), to_numpy(t.get_element_type()))
+            for t in io_types
         ]
         names = [*input_names, *output_names]
         self._arg_names = [
@@ -112,13 +113,17 @@ class NativeProgram:
                     f"got {arg.dtype}{list(arg.shape)}"
                 )
             if not (arg.flags.c_contiguous and arg.flags.aligned):
-                raise SmeltError(f"buffer {name} must be C-contiguous and aligned "
-                                 "(use np.ascontiguousarray)")
+                raise SmeltError(
+                    f"buffer {name} must be C-contiguous and aligned "
+                    "(use np.ascontiguousarray)"
+                )
             if i >= len(self.input_names) and not arg.flags.writeable:
                 raise SmeltError(f"output buffer {name} must be writeable")
             self._io[i] = arg.ctypes.data
         self._entry(
-            ctypes.addressof(self._io), self._arena.ctypes.data, self._weights.ctypes.data
+            ctypes.addressof(self._io),
+            self._arena.ctypes.data,
+            self._weights.ctypes.data,
         )
 
 
@@ -134,7 +139,9 @@ def compile_to_native(
         mod = llvm.parse_assembly(str(lowered.ir_module))
         mod.verify()
     except RuntimeError as e:
-        raise SmeltError(f"internal error: the llvm target built invalid IR: {e}") from e
+        raise SmeltError(
+            f"internal error: the llvm target built invalid IR: {e}"
+        ) from e
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     if opt_level > 0:

@@ -52,7 +52,9 @@ def plan_memory(main: func.FuncOp) -> MemoryPlan:
         if op.offset is not None:
             offset = op.offset.data
             if offset < 0 or offset % buffer_info(op.result.type).element_bytes:
-                raise SmeltError(f"loop.alloc offset {offset} is negative or misaligned")
+                raise SmeltError(
+                    f"loop.alloc offset {offset} is negative or misaligned"
+                )
             arena_offsets[op.result] = offset
             end = max(end, offset + buffer_info(op.result.type).nbytes)
     for op in allocs:
@@ -70,7 +72,9 @@ def plan_memory(main: func.FuncOp) -> MemoryPlan:
     weights = aligned_empty(total)
     for op in constants:
         start = weight_offsets[op.result]
-        weights[start : start + buffer_info(op.result.type).nbytes] = _constant_bytes(op)
+        weights[start : start + buffer_info(op.result.type).nbytes] = _constant_bytes(
+            op
+        )
     return MemoryPlan(align_up(end), weights, arena_offsets, weight_offsets)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import llvmlite.ir as ir
 import numpy as np
+from llvmlite import ir
 from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
@@ -61,7 +61,9 @@ def value_type(t: Attribute) -> ir.Type:
         case VectorType():
             shape = t.get_shape()
             if len(shape) != 1 or t.get_num_scalable_dims():
-                raise SmeltError(f"the llvm target handles only 1-d fixed vectors, not {t}")
+                raise SmeltError(
+                    f"the llvm target handles only 1-d fixed vectors, not {t}"
+                )
             return ir.VectorType(value_type(t.get_element_type()), shape[0])
     raise SmeltError(f"the llvm target does not handle the type {t} yet")
 
@@ -95,7 +97,7 @@ def suffix(ty: ir.Type) -> str:
     return f"i{ty.width}"
 
 
-def scalar_constant(ty: ir.Type, value: float | int) -> ir.Constant:
+def scalar_constant(ty: ir.Type, value: float) -> ir.Constant:
     """An exact scalar constant; floats keep inf and nan, ints wrap to the width."""
     if isinstance(ty, ir.IntType):
         mask = (1 << ty.width) - 1
@@ -113,7 +115,7 @@ def scalar_constant(ty: ir.Type, value: float | int) -> ir.Constant:
     return ir.FormattedConstant(ty, f"0x{bits:016X}")
 
 
-def constant(ty: ir.Type, value: float | int) -> ir.Constant:
+def constant(ty: ir.Type, value: float) -> ir.Constant:
     """`value` as a constant of `ty`, splatted when `ty` is a vector."""
     if isinstance(ty, ir.VectorType):
         return ir.Constant(ty, [scalar_constant(ty.element, value)] * ty.count)
@@ -168,7 +170,9 @@ def buffer_info(t: Attribute) -> BufferInfo:
         given = layout.get_strides() if isinstance(layout, StridedLayoutAttr) else None
         offset = layout.get_offset() if isinstance(layout, StridedLayoutAttr) else None
         if given is None or offset not in (0, None) or list(given) != strides:
-            raise SmeltError(f"the llvm target needs contiguous row-major buffers, not {t}")
+            raise SmeltError(
+                f"the llvm target needs contiguous row-major buffers, not {t}"
+            )
     element = t.get_element_type()
     return BufferInfo(shape, tuple(strides), element, _byte_size(element))
 

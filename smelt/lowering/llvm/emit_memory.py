@@ -1,0 +1,61 @@
+"""Per-op emitters of the llvm target for memory ops inside kernels.
+
+Loads and stores address `base + Σ index·stride` (`KernelEmitter.address`); i1 is
+stored as one byte (load i8 + trunc, zext + store i8).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from xdsl.ir import Operation
+
+from smelt.lowering.llvm.emit_kernel import OpEmitter, op_table, result_type
+from smelt.lowering.llvm.types import buffer_info, memory_type
+
+if TYPE_CHECKING:
+    from smelt.lowering.llvm.emit_kernel import KernelEmitter
+
+
+def emit_load(em: KernelEmitter, op: Operation) -> None:
+    buffer, *indices = op.operands
+    info = buffer_info(buffer.type)
+    value = em.builder.load(
+        em.address(buffer, list(indices)),
+        typ=memory_type(info.element),
+        align=info.element_bytes,
+    )
+    ty = result_type(op)
+    if value.type != ty:  # i1 is stored as i8
+        value = em.builder.trunc(value, ty)
+    em.bind(op.results[0], value)
+
+
+def emit_store(em: KernelEmitter, op: Operation) -> None:
+    stored, buffer, *indices = op.operands
+    info = buffer_info(buffer.type)
+    value = em.get(stored)
+    mem = memory_type(info.element)
+    if value.type != mem:
+        value = em.builder.zext(value, mem)
+    em.builder.store(value, em.address(buffer, list(indices)), align=info.element_bytes)
+
+
+def emit_alloca(em: KernelEmitter, op: Operation) -> None:
+    info = buffer_info(op.results[0].type)
+    em.bind(op.results[0], em.alloca(info))
+
+
+def emit_view(em: KernelEmitter, op: Operation) -> None:
+    em.bind(op.results[0], em.get(op.operands[0]))
+
+
+MEMORY_EMITTERS: dict[str, OpEmitter] = op_table(
+    [
+        (emit_load, ["memref.load"]),
+        (emit_store, ["memref.store"]),
+        (emit_alloca, ["memref.alloca"]),
+        (emit_view, ["loop.view"]),
+    ]
+)
+"""Op name → emitter for memref ops (and loop.view) inside kernels."""
