@@ -107,7 +107,7 @@ class NativeProgram:
         ):
             if not isinstance(arg, np.ndarray):
                 raise SmeltError(f"buffer {name} must be a numpy array")
-            if arg.shape != shape or arg.dtype != dtype:
+            if arg.shape != shape or not _same_storage(arg.dtype, dtype):
                 raise SmeltError(
                     f"buffer {name} must be {dtype}{list(shape)}, "
                     f"got {arg.dtype}{list(arg.shape)}"
@@ -125,6 +125,14 @@ class NativeProgram:
             self._arena.ctypes.data,
             self._weights.ctypes.data,
         )
+
+
+def _same_storage(given: np.dtype, expected: np.dtype) -> bool:
+    """Loop-level integers are signless: i8 buffers take int8 and uint8 arrays."""
+    if given == expected:
+        return True
+    signless = given.kind in "iu" and expected.kind in "iu"
+    return signless and given.itemsize == expected.itemsize
 
 
 def compile_to_native(
