@@ -774,6 +774,97 @@ def test_inner_loops_vectorize():
     assert "smelt_main" in program.asm
 
 
+SUM = """
+func.func @k(%a: memref<1024xf32>, %o: memref<1xf32>) attributes {loop.kernel} {
+  %z = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %s = loop.for %i = 0 to 1024 step 1 reduction iter_args(%acc = %z) -> (f32) {
+    %v = memref.load %a[%i] : memref<1024xf32>
+    %n = arith.addf %acc, %v : f32
+    loop.yield %n : f32
+  }
+  memref.store %s, %o[%c0] : memref<1xf32>
+  func.return
+}
+func.func @main(%a: memref<1024xf32>, %o: memref<1xf32>) {
+  func.call @k(%a, %o) : (memref<1024xf32>, memref<1xf32>) -> ()
+  func.return
+}
+"""
+
+
+def test_float_reductions_vectorize_only_with_fast_math():
+    strict = compile_to_native(parse(SUM))
+    fast = compile_to_native(parse(SUM), fast_math=True)
+    assert "x float>" not in strict.llvm_ir  # in-order sum: LLVM must not reassociate
+    assert "x float>" in fast.llvm_ir
+    a = RNG.standard_normal(1024).astype(np.float32)
+    for program in (strict, fast):
+        out = np.zeros(1, np.float32)
+        program.run([a, out])
+        np.testing.assert_allclose(out[0], a.sum(dtype=np.float64), rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_matmul_512_speed_vs_numpy(capsys):
+    """Reports (no assertion) a plain i,k,j loop-nest matmul against numpy."""
+    import time
+
+    n = 512
+    t = f"memref<{n}x{n}xf32>"
+    src = f"""
+    func.func @mm(%a: {t}, %b: {t}, %c: {t}) attributes {{loop.kernel}} {{
+      %z = arith.constant 0.0 : f32
+      loop.for %i = 0 to {n} step 1 parallel {{
+        loop.for %j = 0 to {n} step 1 parallel {{
+          memref.store %z, %c[%i, %j] : {t}
+          loop.yield
+        }}
+        loop.for %k = 0 to {n} step 1 reduction {{
+          %x = memref.load %a[%i, %k] : {t}
+          loop.for %j = 0 to {n} step 1 parallel {{
+            %y = memref.load %b[%k, %j] : {t}
+            %acc = memref.load %c[%i, %j] : {t}
+            %p = arith.mulf %x, %y : f32
+            %s = arith.addf %acc, %p : f32
+            memref.store %s, %c[%i, %j] : {t}
+            loop.yield
+          }}
+          loop.yield
+        }}
+        loop.yield
+      }}
+      func.return
+    }}
+    func.func @main(%a: {t}, %b: {t}, %c: {t}) {{
+      func.call @mm(%a, %b, %c) : ({t}, {t}, {t}) -> ()
+      func.return
+    }}"""
+    program = compile_to_native(parse(src))
+    a = RNG.standard_normal((n, n), dtype=np.float32)
+    b = RNG.standard_normal((n, n), dtype=np.float32)
+    c = np.empty_like(a)
+
+    def best(fn) -> float:
+        fn()
+        times = []
+        for _ in range(10):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    ours = best(lambda: program.run([a, b, c]))
+    np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3)
+    theirs = best(lambda: np.matmul(a, b, out=c))
+    with capsys.disabled():
+        print(
+            f"\nmatmul {n}^3 f32: smelt {ours * 1e3:.2f} ms "
+            f"({2 * n**3 / ours / 1e9:.1f} GFLOP/s), numpy {theirs * 1e3:.2f} ms "
+            f"({2 * n**3 / theirs / 1e9:.1f} GFLOP/s)"
+        )
+
+
 def test_emit_llvm_ir_of_kernels_only():
     src = elementwise("%r = arith.addf %x0, %x1 : f32", ["f32", "f32"], "f32", 8)
     kernels_only = src[: src.index("func.func @main")]

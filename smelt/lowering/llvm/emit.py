@@ -110,7 +110,7 @@ def _names(main: func.FuncOp, key: str) -> list[str]:
 def _emit_entry(
     ir_module: ir.Module,
     main: func.FuncOp,
-    functions: dict[str, ir.Function],
+    functions: dict[str, tuple[ir.Function, func.FuncOp]],
     plan: MemoryPlan,
 ) -> None:
     fn = ir.Function(ir_module, ir.FunctionType(VOID, [PTR, PTR, PTR]), ENTRY)
@@ -148,11 +148,12 @@ def _emit_entry(
             callee = op.callee.root_reference.data
             if callee not in functions:
                 raise SmeltError(f"@main calls @{callee}, which is not a loop.kernel")
-            target = functions[callee]
-            if len(op.arguments) != len(target.args):
+            target, kernel = functions[callee]
+            given = [v.type for v in op.arguments]
+            if given != list(kernel.function_type.inputs.data):
                 raise SmeltError(
-                    f"@main calls @{callee} with {len(op.arguments)} "
-                    f"buffers; it takes {len(target.args)}"
+                    f"@main calls @{callee} with buffers of types {given}; "
+                    f"it takes {list(kernel.function_type.inputs.data)}"
                 )
             b.call(target, [buffers[v] for v in op.arguments])
         elif isinstance(op, func.ReturnOp):
