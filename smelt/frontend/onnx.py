@@ -1,0 +1,378 @@
+"""ONNX → graph dialect: loads a model, fixes its input shapes, folds constant
+subgraphs, and reports every problem of a model in one error.
+
+The result is a module with one `func.func @main` whose arguments are the real
+graph inputs (initializers are constants) and whose results are the graph outputs,
+named by the `smelt.input_names` / `smelt.output_names` attributes. Each node is
+converted by a handler of `smelt.frontend.onnx_ops`; a node whose inputs are all
+constants is evaluated at import with the reference executor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import Error as ProtobufError
+from onnx import helper, numpy_helper
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from smelt.dialects import dtypes
+from smelt.dialects import graph as g
+from smelt.errors import SmeltError
+from smelt.runtime import reference
+
+ModelLike = str | os.PathLike | bytes | onnx.ModelProto
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+class Unsupported(SmeltError):
+    """A node that uses an op or a feature smelt cannot import."""
+
+
+class Const:
+    """A value known at import: a numpy array, made a `graph.constant` on first use."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = np.asarray(array)
+        self.ssa: SSAValue | None = None
+        try:
+            dtypes.from_numpy(self.array.dtype)
+        except SmeltError:
+            raise Unsupported(
+                f"element type {self.array.dtype} is not supported"
+            ) from None
+
+    @property
+    def type(self) -> TensorType:
+        return g.tensor(dtypes.from_numpy(self.array.dtype), self.array.shape)
+
+
+Value = SSAValue | Const
+
+
+def import_model(
+    model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None
+) -> ModuleOp:
+    """The graph-level module of an ONNX model (a path, bytes or a ModelProto).
+
+    `input_shapes` fixes the symbolic or unknown dims of the graph inputs. Raises one
+    SmeltError that lists every unsupported op and every dynamic input dim.
+    """
+    return _Importer(load_model(model), dict(input_shapes or {})).run()
+
+
+def load_model(model: ModelLike) -> onnx.ModelProto:
+    """`model` as a ModelProto; SmeltError when it is not a valid ONNX model."""
+    if isinstance(model, onnx.ModelProto):
+        proto, what = model, "the model"
+    else:
+        what = "the given bytes" if isinstance(model, bytes) else f"'{model}'"
+        if not isinstance(model, bytes) and not os.path.isfile(model):
+            raise SmeltError(f"{what}: no such file")
+        try:
+            if isinstance(model, bytes):
+                proto = onnx.load_model_from_string(model)
+            else:
+                proto = onnx.load(os.fspath(model))
+        except (ProtobufError, ValueError, OSError, RuntimeError) as e:
+            raise SmeltError(
+                f"{what} is not a valid ONNX model ({type(e).__name__}: {e}); "
+                "is the file truncated or corrupt?"
+            ) from None
+    if not proto.HasField("graph") or not proto.graph.node:
+        raise SmeltError(
+            f"{what} is not a valid ONNX model: it holds no graph; "
+            "is the file truncated or corrupt?"
+        )
+    return proto
+
+
+def element_type(onnx_type: int, what: str) -> Attribute:
+    """The element type of ONNX tensor type `onnx_type` (SmeltError if none)."""
+    try:
+        np_dtype = helper.tensor_dtype_to_np_dtype(onnx_type)
+    except (KeyError, ValueError, TypeError):
+        np_dtype = None
+    name = onnx.TensorProto.DataType.Name(onnx_type) if onnx_type else "UNDEFINED"
+    if np_dtype is None or np_dtype == np.dtype(object):
+        raise Unsupported(f"{what}: element type {name} is not supported")
+    try:
+        return dtypes.from_numpy(np_dtype)
+    except SmeltError:
+        raise Unsupported(f"{what}: element type {name} is not supported") from None
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """How messages name a node: its name, or `op_type#index` when it has none."""
+    if node.name:
+        return f"{node.op_type} '{node.name}'"
+    return f"{node.op_type}#{index}"
+
+
+class NodeContext:
+    """What a handler sees of one node: its inputs, attributes and an emitter."""
+
+    def __init__(
+        self, importer: _Importer, node: onnx.NodeProto, label: str, inputs: list
+    ) -> None:
+        self.importer, self.node, self.label = importer, node, label
+        self.inputs: list[Value | None] = inputs
+        self.opset = importer.opset
+        self.attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        value = self.attrs.get(name, default)
+        return value.decode() if isinstance(value, bytes) else value
+
+    def input(self, i: int) -> Value | None:
+        """Input `i`, or None when it is absent (optional inputs)."""
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def const(self, i: int, what: str) -> np.ndarray | None:
+        """Input `i` as an array; it must be known at import (None when absent)."""
+        v = self.input(i)
+        if v is None:
+            return None
+        if not isinstance(v, Const):
+            raise SmeltError(
+                f"{self.label}: its {what} (input {i} '{self.node.input[i]}') must be "
+                "a constant, but it is computed from the model inputs"
+            )
+        return v.array
+
+    def output_used(self, i: int) -> bool:
+        return i < len(self.node.output) and self.node.output[i] in self.importer.used
+
+    def unsupported(self, what: str) -> Unsupported:
+        return Unsupported(f"{self.label}: {what}")
+
+    def emit(
+        self,
+        cls: type[g.GraphOp],
+        operands: Sequence[Value],
+        result_types: Sequence[TensorType] | None = None,
+        **attrs: Any,
+    ) -> list[Value]:
+        """The results of graph op `cls`: folded when all operands are constants."""
+        return self.importer.emit(cls, operands, result_types, **attrs)
+
+    def reshape(self, v: Value, shape: Sequence[int]) -> Value:
+        return self.emit(g.ReshapeOp, [v], [g.tensor(element_type_of(v), shape)])[0]
+
+
+def shape_of(v: Value) -> tuple[int, ...]:
+    return tuple(v.array.shape) if isinstance(v, Const) else g.shape_of(v)
+
+
+def element_type_of(v: Value) -> Attribute:
+    return v.type.element_type if isinstance(v, Const) else g.element_type_of(v)
+
+
+def numpy_type_of(v: Value) -> np.dtype:
+    return v.array.dtype if isinstance(v, Const) else dtypes.to_numpy(v.type.element_type)
+
+
+_POISON = object()  # the value of a node that failed: its users are skipped
+
+
+class _Importer:
+    def __init__(self, model: onnx.ModelProto, input_shapes: dict) -> None:
+        self.graph = model.graph
+        self.opset = next(
+            (o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 1
+        )
+        self.input_shapes = input_shapes
+        self.values: dict[str, Any] = {}
+        self.block = Block()
+        self.unsupported: list[str] = []
+        self.dynamic: list[str] = []
+        self.errors: list[str] = []
+        self.used = {n for node in self.graph.node for n in node.input}
+        self.used |= {o.name for o in self.graph.output}
+
+    def run(self) -> ModuleOp:
+        from smelt.frontend.onnx_ops import HANDLERS
+
+        input_names, input_types = self._inputs()
+        for index, node in enumerate(self.graph.node):
+            self._node(index, node, HANDLERS)
+        outputs = self._outputs()
+        self._raise_problems()
+        self.block.add_op(func.ReturnOp(*outputs))
+        main = func.FuncOp(
+            "main", (input_types, [v.type for v in outputs]), Region(self.block)
+        )
+        main.attributes["smelt.input_names"] = _names(input_names)
+        main.attributes["smelt.output_names"] = _names(
+            [o.name for o in self.graph.output]
+        )
+        module = ModuleOp([main])
+        module.verify()
+        return module
+
+    def emit(self, cls, operands, result_types=None, **attrs) -> list[Value]:
+        if all(isinstance(v, Const) for v in operands):
+            scratch = Block(arg_types=[v.type for v in operands])
+            op = cls.build(scratch.args, result_types, **attrs)
+            arrays = reference.evaluate(op, [v.array for v in operands])
+            return [Const(a) for a in arrays]
+        op = cls.build([self.materialize(v) for v in operands], result_types, **attrs)
+        self.block.add_op(op)
+        return list(op.results)
+
+    def materialize(self, v: Value) -> SSAValue:
+        if not isinstance(v, Const):
+            return v
+        if v.ssa is None:
+            op = g.ConstantOp.from_array(v.array)
+            self.block.add_op(op)
+            v.ssa = op.result
+        return v.ssa
+
+    def _inputs(self) -> tuple[list[str], list[TensorType]]:
+        for t in self.graph.initializer:
+            try:
+                self.values[t.name] = Const(numpy_helper.to_array(t))
+            except Unsupported as e:
+                self.unsupported.append(f"initializer '{t.name}': {e}")
+                self.values[t.name] = _POISON
+        for t in self.graph.sparse_initializer:
+            self.unsupported.append(f"sparse initializer '{t.values.name}'")
+        real = [i for i in self.graph.input if i.name not in self.values]
+        unknown = set(self.input_shapes) - {i.name for i in real}
+        for name in sorted(unknown):
+            self.errors.append(
+                f"input_shapes names '{name}', which is not a model input "
+                f"(inputs: {', '.join(i.name for i in real)})"
+            )
+        names, types = [], []
+        for info in real:
+            t = self._input_type(info)
+            if t is None:
+                self.values[info.name] = _POISON
+                continue
+            names.append(info.name)
+            types.append(t)
+        self.block = Block(arg_types=types)
+        for name, arg in zip(names, self.block.args):
+            self.values[name] = arg
+        return names, types
+
+    def _input_type(self, info: onnx.ValueInfoProto) -> TensorType | None:
+        what = f"input '{info.name}'"
+        if info.type.WhichOneof("value") != "tensor_type":
+            self.unsupported.append(f"{what}: only tensor inputs are supported")
+            return None
+        tt = info.type.tensor_type
+        try:
+            elem = element_type(tt.elem_type, what)
+        except SmeltError as e:
+            self.unsupported.append(str(e))
+            return None
+        dims = list(tt.shape.dim) if tt.HasField("shape") else None
+        given = self.input_shapes.get(info.name)
+        if given is not None:
+            given = [int(d) for d in given]
+            if dims is not None and len(dims) != len(given):
+                self.errors.append(
+                    f"input_shapes gives {what} rank {len(given)}, "
+                    f"the model says rank {len(dims)}"
+                )
+                return None
+            for i, d in enumerate(dims or []):
+                if d.HasField("dim_value") and d.dim_value != given[i]:
+                    self.errors.append(
+                        f"input_shapes gives {what} dim {i} = {given[i]}, "
+                        f"the model fixes it to {d.dim_value}"
+                    )
+            return g.tensor(elem, given)
+        if dims is None:
+            self.dynamic.append(f"{what}: its rank is unknown")
+            return None
+        shape, ok = [], True
+        for i, d in enumerate(dims):
+            if d.HasField("dim_value"):
+                shape.append(d.dim_value)
+                continue
+            symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
+            self.dynamic.append(f"{what} dim {i} is {symbol}")
+            ok = False
+        return g.tensor(elem, shape) if ok else None
+
+    def _node(self, index: int, node: onnx.NodeProto, handlers: dict) -> None:
+        label = node_label(node, index)
+        handler = handlers.get(node.op_type) if node.domain in DEFAULT_DOMAINS else None
+        outputs: list = [_POISON] * len(node.output)
+        try:
+            inputs = [self._lookup(n, label) if n else None for n in node.input]
+            if handler is None:
+                domain = f" (domain '{node.domain}')" if node.domain else ""
+                raise Unsupported(f"{label}: op {node.op_type}{domain} is not supported")
+            if any(v is _POISON for v in inputs):
+                pass  # an earlier problem is reported; nothing to add
+            else:
+                results = handler(NodeContext(self, node, label, inputs))
+                outputs[: len(results)] = results
+        except Unsupported as e:
+            self.unsupported.append(_labelled(label, e))
+        except SmeltError as e:
+            self.errors.append(_labelled(label, e))
+        except VerifyException as e:
+            self.errors.append(f"{label}: {e}")
+        for name, v in zip(node.output, outputs):
+            if name:
+                self.values[name] = v
+
+    def _lookup(self, name: str, label: str) -> Any:
+        if name not in self.values:
+            raise SmeltError(
+                f"{label}: input '{name}' is not defined by any earlier node, "
+                "initializer or graph input (are the nodes topologically sorted?)"
+            )
+        return self.values[name]
+
+    def _outputs(self) -> list[SSAValue]:
+        outputs = []
+        for o in self.graph.output:
+            v = self.values.get(o.name, _POISON)
+            if o.name not in self.values:
+                self.errors.append(f"graph output '{o.name}' is not computed by any node")
+            if v is not _POISON:
+                outputs.append(self.materialize(v))
+        return outputs
+
+    def _raise_problems(self) -> None:
+        sections = []
+        if self.unsupported:
+            sections.append(
+                f"unsupported ops or features ({len(self.unsupported)}):",
+            )
+            sections += [f"  - {p}" for p in self.unsupported]
+        if self.dynamic:
+            sections.append(
+                f"dynamic input dims ({len(self.dynamic)}); smelt needs static "
+                "shapes: pass input_shapes={'name': (1, 3, 224, 224)} to "
+                "import_model / smelt.compile, or --input-shape name=1x3x224x224 on "
+                "the command line:"
+            )
+            sections += [f"  - {p}" for p in self.dynamic]
+        if self.errors:
+            sections.append(f"other errors ({len(self.errors)}):")
+            sections += [f"  - {p}" for p in self.errors]
+        if sections:
+            raise SmeltError("cannot import the ONNX model:\n" + "\n".join(sections))
+
+
+def _labelled(label: str, e: Exception) -> str:
+    return str(e) if str(e).startswith(label) else f"{label}: {e}"
+
+
+def _names(names: Sequence[str]) -> ArrayAttr:
+    return ArrayAttr([StringAttr(n) for n in names])

@@ -1,0 +1,172 @@
+"""ONNX handlers of the neural-network ops: convolution, pooling, normalizations and
+contractions (registered in `onnx_ops.HANDLERS`).
+
+Windowed ops get explicit pads (auto_pad resolved), `layout = "nchw"`, and 1-D
+windows are run as 2-D ones of height 1 (reshapes around the 2-D op).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from smelt.dialects import graph as g
+from smelt.errors import SmeltError
+from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
+from smelt.frontend.onnx_ops import axis_of, handles
+
+
+def window_attrs(
+    ctx: NodeContext, spatial: Sequence[int], kernel: Sequence[int]
+) -> dict[str, list[int]]:
+    """strides, dilations and explicit pads of a windowed node (auto_pad resolved)."""
+    n = len(spatial)
+    strides = list(ctx.attr("strides", [1] * n))
+    dilations = list(ctx.attr("dilations", [1] * n))
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if auto_pad in ("NOTSET", ""):
+        pads = list(ctx.attr("pads", [0] * 2 * n))
+    elif auto_pad == "VALID":
+        pads = [0] * 2 * n
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0] * 2 * n
+        for i in range(n):
+            out = -(-spatial[i] // strides[i])
+            span = (kernel[i] - 1) * dilations[i] + 1
+            total = max(0, (out - 1) * strides[i] + span - spatial[i])
+            small = total // 2  # SAME_UPPER puts the odd cell at the end
+            lo = small if auto_pad == "SAME_UPPER" else total - small
+            pads[i], pads[i + n] = lo, total - lo
+    else:
+        raise SmeltError(f"{ctx.label}: unknown auto_pad '{auto_pad}'")
+    if len(strides) != n or len(dilations) != n or len(pads) != 2 * n:
+        raise SmeltError(f"{ctx.label}: strides/dilations/pads do not fit {n} dims")
+    return {"strides": strides, "dilations": dilations, "pads": pads}
+
+
+def _spatial_rank(ctx: NodeContext, x: Value) -> int:
+    rank = len(shape_of(x)) - 2
+    if rank not in (1, 2):
+        raise ctx.unsupported(
+            f"{rank}-D {ctx.node.op_type} is not supported (only 1-D and 2-D)"
+        )
+    return rank
+
+
+def _lift(attrs: dict[str, list[int]]) -> dict[str, list[int]]:
+    """1-D window attributes as 2-D ones over a height-1 image."""
+    out = {k: [1, *v] for k, v in attrs.items() if k != "pads"}
+    out["pads"] = [0, attrs["pads"][0], 0, attrs["pads"][1]]
+    return out
+
+
+def _as_2d(ctx: NodeContext, v: Value) -> Value:
+    n, c, length = shape_of(v)
+    return ctx.reshape(v, (n, c, 1, length))
+
+
+@handles("Conv")
+def _conv(ctx: NodeContext) -> list[Value]:
+    x, w = ctx.inputs[:2]
+    rank = _spatial_rank(ctx, x)
+    ws = shape_of(w)
+    kernel = list(ctx.attr("kernel_shape", ws[2:]))
+    if len(ws) != rank + 2 or tuple(kernel) != tuple(ws[2:]):
+        raise SmeltError(f"{ctx.label}: weight shape {ws} and kernel_shape disagree")
+    b = ctx.input(2)
+    if b is None:
+        b = Const(np.zeros(ws[0], numpy_type_of(x)))
+    attrs = window_attrs(ctx, shape_of(x)[2:], kernel)
+    if rank == 1:
+        x, w, attrs = _as_2d(ctx, x), ctx.reshape(w, (*ws[:2], 1, ws[2])), _lift(attrs)
+    y = ctx.emit(
+        g.Conv2dOp, [x, w, b], group=int(ctx.attr("group", 1)), layout="nchw", **attrs
+    )[0]
+    return [_drop_height(ctx, y) if rank == 1 else y]
+
+
+def _drop_height(ctx: NodeContext, y: Value) -> Value:
+    n, c, _, length = shape_of(y)
+    return ctx.reshape(y, (n, c, length))
+
+
+@handles("MaxPool", "AveragePool")
+def _pool(ctx: NodeContext) -> list[Value]:
+    x = ctx.inputs[0]
+    rank = _spatial_rank(ctx, x)
+    is_max = ctx.node.op_type == "MaxPool"
+    if is_max and ctx.output_used(1):
+        raise ctx.unsupported("the Indices output of MaxPool is not supported")
+    kernel = list(ctx.attr("kernel_shape"))
+    if len(kernel) != rank:
+        raise SmeltError(f"{ctx.label}: kernel_shape {kernel} does not fit the input")
+    attrs = {"kernel_shape": kernel, **window_attrs(ctx, shape_of(x)[2:], kernel)}
+    if rank == 1:
+        x, attrs = _as_2d(ctx, x), _lift(attrs)
+    extra = {} if is_max else {"count_include_pad": ctx.attr("count_include_pad", 0)}
+    cls = g.MaxPoolOp if is_max else g.AveragePoolOp
+    y = ctx.emit(
+        cls, [x], ceil_mode=ctx.attr("ceil_mode", 0), layout="nchw", **attrs, **extra
+    )[0]
+    return [_drop_height(ctx, y) if rank == 1 else y]
+
+
+@handles("GlobalAveragePool")
+def _global_average_pool(ctx: NodeContext) -> list[Value]:
+    return ctx.emit(g.GlobalAveragePoolOp, [ctx.inputs[0]], layout="nchw")
+
+
+@handles("BatchNormalization")
+def _batch_norm(ctx: NodeContext) -> list[Value]:
+    if ctx.attr("training_mode", 0) or any(ctx.output_used(i) for i in range(1, 5)):
+        raise ctx.unsupported("BatchNormalization in training mode is not supported")
+    if ctx.opset < 9 and ctx.attr("spatial", 1) == 0:
+        raise ctx.unsupported("BatchNormalization with spatial = 0 is not supported")
+    epsilon = float(ctx.attr("epsilon", 1e-5))
+    return ctx.emit(g.BatchNormOp, ctx.inputs[:5], epsilon=epsilon)
+
+
+@handles("LRN")
+def _lrn(ctx: NodeContext) -> list[Value]:
+    return ctx.emit(
+        g.LrnOp,
+        [ctx.inputs[0]],
+        size=int(ctx.attr("size")),
+        alpha=float(ctx.attr("alpha", 1e-4)),
+        beta=float(ctx.attr("beta", 0.75)),
+        bias=float(ctx.attr("bias", 1.0)),
+    )
+
+
+@handles("LayerNormalization")
+def _layer_norm(ctx: NodeContext) -> list[Value]:
+    x, scale = ctx.inputs[:2]
+    bias = ctx.input(2)
+    if bias is None:
+        bias = Const(np.zeros(shape_of(scale), numpy_type_of(scale)))
+    axis = axis_of(ctx, ctx.attr("axis", -1), len(shape_of(x)))
+    epsilon = float(ctx.attr("epsilon", 1e-5))
+    results = ctx.emit(g.LayerNormOp, [x, scale, bias], axis=axis, epsilon=epsilon)
+    return results[: len(ctx.node.output)]
+
+
+@handles("MatMul")
+def _matmul(ctx: NodeContext) -> list[Value]:
+    return ctx.emit(g.MatMulOp, ctx.inputs[:2])
+
+
+@handles("Gemm")
+def _gemm(ctx: NodeContext) -> list[Value]:
+    a, b = ctx.inputs[:2]
+    c = ctx.input(2)
+    if c is None:
+        c = Const(np.zeros((), numpy_type_of(a)))
+    return ctx.emit(
+        g.GemmOp,
+        [a, b, c],
+        alpha=float(ctx.attr("alpha", 1.0)),
+        beta=float(ctx.attr("beta", 1.0)),
+        trans_a=int(ctx.attr("transA", 0)),
+        trans_b=int(ctx.attr("transB", 0)),
+    )

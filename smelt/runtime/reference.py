@@ -1,0 +1,442 @@
+"""The numpy reference executor of the graph dialect: the oracle every pass is
+checked against, and the evaluator behind constant folding.
+
+`evaluate(op, args)` runs one graph op with ONNX semantics; `run_graph(module,
+inputs)` runs `@main` of a graph-level module. Each result has exactly its op's
+result type (dtype and shape); float32 ops compute in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import SSAValue
+
+from smelt.dialects import dtypes
+from smelt.dialects import graph as g
+from smelt.errors import SmeltError
+
+Kernel = Callable[[g.GraphOp, list[np.ndarray]], "np.ndarray | list[np.ndarray]"]
+KERNELS: dict[type[g.GraphOp], Kernel] = {}
+
+
+def kernel(*classes: type[g.GraphOp]) -> Callable[[Kernel], Kernel]:
+    """Registers the decorated function as the kernel of `classes`."""
+
+    def register(fn: Kernel) -> Kernel:
+        for cls in classes:
+            KERNELS[cls] = fn
+        return fn
+
+    return register
+
+
+def evaluate(op: g.GraphOp, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The results of graph op `op` applied to the arrays `args`."""
+    fn = KERNELS.get(type(op))
+    if fn is None:
+        raise SmeltError(f"the reference executor has no kernel for {op.name}")
+    with np.errstate(all="ignore"):
+        out = fn(op, args)
+    outs = out if isinstance(out, list) else [out]
+    return [_conform(op, r.type, v) for r, v in zip(op.results, outs, strict=True)]
+
+
+def _conform(op: g.GraphOp, t: TensorType, value: np.ndarray) -> np.ndarray:
+    """`value` checked against result type `t`: a mismatch is a kernel bug."""
+    value = np.asarray(value)
+    dtype, shape = dtypes.to_numpy(t.element_type), tuple(t.get_shape())
+    if value.dtype != dtype or value.shape != shape:
+        raise AssertionError(
+            f"{op.name} kernel returned {value.dtype}{list(value.shape)}, "
+            f"expected {dtype}{list(shape)}"
+        )
+    return value
+
+
+def run_graph(module: ModuleOp, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Runs `@main` of graph-level `module` on `inputs` (name → array)."""
+    main = _main(module)
+    block = main.body.block
+    in_names = _names(main, "smelt.input_names", "input", len(block.args))
+    missing = [n for n in in_names if n not in inputs]
+    unknown = [n for n in inputs if n not in in_names]
+    if missing or unknown:
+        raise SmeltError(
+            f"run_graph needs inputs {in_names}; missing {missing}, unknown {unknown}"
+        )
+    env: dict[SSAValue, np.ndarray] = {}
+    for name, arg in zip(in_names, block.args):
+        env[arg] = _check_input(name, arg.type, inputs[name])
+    last_use = {v: i for i, op in enumerate(block.ops) for v in op.operands}
+    for i, op in enumerate(block.ops):
+        if isinstance(op, func.ReturnOp):
+            out_names = _names(main, "smelt.output_names", "output", len(op.arguments))
+            return {n: env[v] for n, v in zip(out_names, op.arguments)}
+        if not isinstance(op, g.GraphOp):
+            raise SmeltError(f"run_graph runs graph ops only, found {op.name}")
+        env.update(zip(op.results, evaluate(op, [env[v] for v in op.operands])))
+        for v in set(op.operands):
+            if last_use[v] == i:  # free intermediates early: big models stay small
+                del env[v]
+    raise SmeltError("@main has no func.return")
+
+
+def _main(module: ModuleOp) -> func.FuncOp:
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+            return op
+    raise SmeltError("the module has no @main function")
+
+
+def _names(main: func.FuncOp, key: str, kind: str, n: int) -> list[str]:
+    attr = main.attributes.get(key)
+    if isinstance(attr, ArrayAttr):
+        return [a.data for a in attr.data if isinstance(a, StringAttr)]
+    return [f"{kind}_{i}" for i in range(n)]
+
+
+def _check_input(name: str, t: TensorType, value: np.ndarray) -> np.ndarray:
+    value = np.asarray(value)
+    dtype, shape = dtypes.to_numpy(t.element_type), tuple(t.get_shape())
+    if value.dtype != dtype or value.shape != shape:
+        raise SmeltError(
+            f"input '{name}' is {value.dtype}{list(value.shape)}, "
+            f"the model expects {dtype}{list(shape)}"
+        )
+    return value
+
+
+# --- elementwise -------------------------------------------------------------------
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return _ERF(x.astype(np.float64)).astype(x.dtype)
+
+
+def _float_only(fn: Callable[[np.ndarray], np.ndarray]) -> Callable:
+    return lambda x: fn(x) if x.dtype.kind == "f" else x
+
+
+_UNARY: dict[type[g.GraphOp], Callable[[np.ndarray], np.ndarray]] = {
+    g.ReluOp: lambda x: np.maximum(x, np.zeros((), x.dtype)),
+    g.SigmoidOp: _sigmoid,
+    g.TanhOp: np.tanh,
+    g.ExpOp: np.exp,
+    g.LogOp: np.log,
+    g.ErfOp: _erf,
+    g.SqrtOp: np.sqrt,
+    g.NegOp: np.negative,
+    g.AbsOp: np.abs,
+    g.ReciprocalOp: lambda x: np.ones((), x.dtype) / x,
+    g.FloorOp: _float_only(np.floor),
+    g.CeilOp: _float_only(np.ceil),
+    g.IdentityOp: lambda x: x,
+    g.DropoutOp: lambda x: x,
+}
+
+
+@kernel(*_UNARY)
+def _unary(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return _UNARY[type(op)](args[0])
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind not in "iu":
+        return a / b
+    q = np.floor_divide(a, b)
+    # numpy floors; ONNX truncates toward zero: step back up where signs differ.
+    return q + ((q * b != a) & ((a < 0) != (b < 0))).astype(a.dtype)
+
+
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind not in "iu":
+        return np.power(a, b)
+    neg = b < 0
+    r = np.power(a, np.where(neg, np.zeros((), b.dtype), b))
+    if not neg.any():
+        return r
+    # a ** -n truncated: only |a| == 1 gives a nonzero result.
+    sign = np.where(b % 2 == 0, 1, -1).astype(a.dtype)
+    recip = np.where(a == 1, 1, np.where(a == -1, sign, 0)).astype(a.dtype)
+    return np.where(neg, recip, r)
+
+
+_BINARY: dict[type[g.GraphOp], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    g.AddOp: np.add,
+    g.SubOp: np.subtract,
+    g.MulOp: np.multiply,
+    g.DivOp: _div,
+    g.PowOp: _pow,
+    g.MaxOp: np.maximum,
+    g.MinOp: np.minimum,
+    g.EqualOp: np.equal,
+    g.LessOp: np.less,
+    g.GreaterOp: np.greater,
+}
+
+
+@kernel(*_BINARY)
+def _binary(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return _BINARY[type(op)](args[0], args[1])
+
+
+@kernel(g.LeakyReluOp)
+def _leaky_relu(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    return np.where(x >= 0, x, x * x.dtype.type(op.attr("alpha")))
+
+
+@kernel(g.CastOp)
+def _cast(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return args[0].astype(dtypes.to_numpy(op.attr("to")))
+
+
+@kernel(g.ClipOp)
+def _clip(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x, lo, hi = args
+    return np.minimum(np.maximum(x, lo.reshape(())), hi.reshape(()))
+
+
+@kernel(g.WhereOp)
+def _where(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return np.where(*args)
+
+
+# --- reductions and normalizations -------------------------------------------------
+
+
+def _lowest(dtype: np.dtype) -> np.generic:
+    if dtype.kind == "f":
+        return dtype.type(-np.inf)
+    return dtype.type(np.iinfo(dtype).min) if dtype.kind in "iu" else dtype.type(0)
+
+
+@kernel(g.ReduceSumOp, g.ReduceMeanOp, g.ReduceMaxOp)
+def _reduce(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    axes = g.reduced_axes(op.attr("axes"), x.ndim)
+    keep = bool(op.attr("keepdims"))
+    if isinstance(op, g.ReduceMaxOp):
+        return np.max(x, axis=axes, keepdims=keep, initial=_lowest(x.dtype))
+    if isinstance(op, g.ReduceSumOp) or x.dtype.kind == "b":
+        return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if x.dtype.kind == "f":
+        return np.mean(x, axis=axes, keepdims=keep)
+    return np.mean(x, axis=axes, keepdims=keep).astype(x.dtype)
+
+
+@kernel(g.SoftmaxOp)
+def _softmax(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    axis = g.normalize_axis(op.attr("axis"), x.ndim)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+@kernel(g.LayerNormOp)
+def _layer_norm(op: g.GraphOp, args: list[np.ndarray]) -> list[np.ndarray]:
+    x, scale, bias = (a.astype(np.float32) if a.dtype == np.float16 else a for a in args)
+    axes = tuple(range(g.normalize_axis(op.attr("axis"), x.ndim), x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    d = x - mean
+    var = np.mean(d * d, axis=axes, keepdims=True)
+    inv_std = 1 / np.sqrt(var + x.dtype.type(op.attr("epsilon")))
+    y = d * inv_std * scale + bias
+    types = [dtypes.to_numpy(r.type.element_type) for r in op.results]
+    return [r.astype(t) for r, t in zip((y, mean, inv_std), types)]
+
+
+@kernel(g.BatchNormOp)
+def _batch_norm(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x, scale, bias, mean, var = args
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    std = np.sqrt(var + var.dtype.type(op.attr("epsilon")))
+    return (x - mean.reshape(shape)) / std.reshape(shape) * scale.reshape(
+        shape
+    ) + bias.reshape(shape)
+
+
+@kernel(g.LrnOp)
+def _lrn(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    size = op.attr("size")
+    lo = (size - 1) // 2  # channels c - lo ... c + (size - 1 - lo) are summed
+    widths = [(0, 0), (lo, size - 1 - lo)] + [(0, 0)] * (x.ndim - 2)
+    sq = np.pad(x * x, widths)
+    total = sliding_window_view(sq, size, axis=1).sum(axis=-1)
+    t = x.dtype.type
+    base = t(op.attr("bias")) + t(op.attr("alpha")) / t(size) * total
+    return x / base ** t(op.attr("beta"))
+
+
+# --- data movement -------------------------------------------------------------------
+
+
+def _result_shape(op: g.GraphOp, i: int = 0) -> tuple[int, ...]:
+    return g.shape_of(op.results[i])
+
+
+@kernel(g.ReshapeOp)
+def _reshape(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return args[0].reshape(_result_shape(op))
+
+
+@kernel(g.ExpandOp)
+def _expand(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return np.array(np.broadcast_to(args[0], _result_shape(op)))
+
+
+@kernel(g.TransposeOp)
+def _transpose(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return np.ascontiguousarray(args[0].transpose(op.attr("perm")))
+
+
+@kernel(g.ConcatOp)
+def _concat(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(args, axis=op.attr("axis"))
+
+
+@kernel(g.SplitOp)
+def _split(op: g.GraphOp, args: list[np.ndarray]) -> list[np.ndarray]:
+    cuts = np.cumsum(op.attr("sizes"))[:-1]
+    return [np.ascontiguousarray(p) for p in np.split(args[0], cuts, op.attr("axis"))]
+
+
+@kernel(g.SliceOp)
+def _slice(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    bounds = zip(op.attr("starts"), op.attr("ends"), op.attr("steps"))
+    index = tuple(slice(s, e if e >= 0 else None, st) for s, e, st in bounds)
+    return np.ascontiguousarray(args[0][index])
+
+
+@kernel(g.GatherOp)
+def _gather(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x, indices = args
+    return np.take(x, indices.astype(np.int64), axis=op.attr("axis"))
+
+
+@kernel(g.PadOp)
+def _pad(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x, value = args
+    pads, r = op.attr("pads"), x.ndim
+    widths = [(max(pads[i], 0), max(pads[i + r], 0)) for i in range(r)]
+    mode = op.attr("mode")
+    if mode == "constant":
+        y = np.pad(x, widths, constant_values=value.reshape(()))
+    else:
+        y = np.pad(x, widths, mode=mode)
+    # Negative pads crop.
+    crop = tuple(
+        slice(-min(pads[i], 0), y.shape[i] + min(pads[i + r], 0)) for i in range(r)
+    )
+    return np.ascontiguousarray(y[crop])
+
+
+# --- convolution, pooling, contractions ----------------------------------------------
+
+
+def _windows(
+    x: np.ndarray,
+    op: g.GraphOp,
+    kernel: tuple[int, ...],
+    pads: tuple[int, ...],
+    fill: float | int = 0,
+) -> np.ndarray:
+    """View (N, C, OH, OW, KH, KW) of the windows of `op` over `x` padded by `pads`
+    with `fill`; windows that ceil_mode lets run past the padding read `fill` too."""
+    out = _result_shape(op)[2:]
+    strides, dil = op.attr("strides"), op.attr("dilations")
+    span = [d * (k - 1) + 1 for d, k in zip(dil, kernel)]
+    widths = [(0, 0), (0, 0)]
+    for i in range(2):
+        need = (out[i] - 1) * strides[i] + span[i]
+        widths.append((pads[i], max(pads[i + 2], need - x.shape[2 + i] - pads[i])))
+    xp = np.pad(x, widths, constant_values=fill)
+    win = sliding_window_view(xp, span, axis=(2, 3))
+    win = win[:, :, :: strides[0], :: strides[1], :: dil[0], :: dil[1]]
+    return win[:, :, : out[0], : out[1]]
+
+
+@kernel(g.Conv2dOp)
+def _conv2d(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x, w, b = args
+    n, groups = x.shape[0], op.attr("group")
+    o, cg, kh, kw = w.shape
+    win = _windows(x, op, (kh, kw), op.attr("pads"))
+    oh, ow = win.shape[2:4]
+    # im2col per group: (G, N*OH*OW, Cg*KH*KW) @ (G, Cg*KH*KW, O/G)
+    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
+    wmat = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
+    y = np.matmul(cols, wmat).reshape(groups, n, oh, ow, o // groups)
+    y = y.transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
+    return y + b.reshape(1, o, 1, 1)
+
+
+@kernel(g.MaxPoolOp)
+def _max_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    fill = _lowest(x.dtype)
+    win = _windows(x, op, op.attr("kernel_shape"), op.attr("pads"), fill)
+    return win.max(axis=(-2, -1))
+
+
+@kernel(g.AveragePoolOp)
+def _average_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    kernel_shape, pads = op.attr("kernel_shape"), op.attr("pads")
+    total = _windows(x, op, kernel_shape, pads).sum(axis=(-2, -1), dtype=x.dtype)
+    # Each window divides by the cells it covers: the real ones, and the explicit
+    # padding when count_include_pad (never the cells ceil_mode adds past it).
+    pad_cell = 1 if op.attr("count_include_pad") else 0
+    cells = np.pad(
+        np.ones((1, 1) + x.shape[2:], dtype=x.dtype),
+        [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])],
+        constant_values=pad_cell,
+    )
+    count = _windows(cells, op, kernel_shape, (0, 0, 0, 0))
+    return total / count.sum(axis=(-2, -1), dtype=x.dtype)
+
+
+@kernel(g.GlobalAveragePoolOp)
+def _global_average_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    return np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@kernel(g.MatMulOp)
+def _matmul(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return np.matmul(args[0], args[1])
+
+
+@kernel(g.GemmOp)
+def _gemm(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    a, b, c = args
+    a = a.T if op.attr("trans_a") else a
+    b = b.T if op.attr("trans_b") else b
+    t = a.dtype.type
+    alpha, beta = op.attr("alpha"), op.attr("beta")
+    y = a @ b if alpha == 1 else (a @ b) * t(alpha)
+    if beta == 0:
+        return y
+    return y + (c if beta == 1 else c * t(beta))
+
+
+@kernel(g.ConstantOp)
+def _constant(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, g.ConstantOp)
+    return op.to_array()
