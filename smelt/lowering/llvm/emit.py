@@ -76,11 +76,9 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
             )
     ir_module = ir.Module(name="smelt")
     ir_module.triple = llvm.get_process_triple()
-    functions = {k.sym_name.data: declare_kernel(ir_module, k) for k in kernels}
-    for kernel in kernels:
-        KernelEmitter(
-            functions[kernel.sym_name.data], kernel, OP_EMITTERS, options
-        ).emit()
+    functions = {k.sym_name.data: (declare_kernel(ir_module, k), k) for k in kernels}
+    for fn, kernel in functions.values():
+        KernelEmitter(fn, kernel, OP_EMITTERS, options).emit()
     if main is None:
         return LoweredModule(ir_module, None, [], [], [])
     plan = plan_memory(main)
