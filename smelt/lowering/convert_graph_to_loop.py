@@ -35,8 +35,7 @@ from xdsl.passes import ModulePass
 
 from smelt.dialects import graph, loop
 from smelt.errors import SmeltError
-from smelt.lowering import lower_conv, lower_data, lower_elementwise, lower_matmul
-from smelt.lowering import lower_reduce
+from smelt.lowering import lower_data, lower_elementwise, lower_fused
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import copy_nest
 
@@ -44,10 +43,8 @@ Lowering = Callable[[LoweringContext, Operation], None]
 
 LOWERINGS: dict[type[Operation], Lowering] = {
     **lower_elementwise.LOWERINGS,
-    **lower_reduce.LOWERINGS,
     **lower_data.LOWERINGS,
-    **lower_conv.LOWERINGS,
-    **lower_matmul.LOWERINGS,
+    **lower_fused.LOWERINGS,
 }
 
 

@@ -15,9 +15,13 @@ IndexMap = Callable[[list[Index]], list[Index]]
 def broadcast_index(
     k: KernelBuilder, ivs: Sequence[Index], operand_shape: Sequence[int]
 ) -> list[Index]:
-    """numpy broadcasting: dims align on the right, size-1 operand dims read index 0."""
+    """numpy broadcasting: dims align on the right, size-1 operand dims read index 0
+    (as do extra leading operand dims, which are all 1 when shapes broadcast)."""
     lead = len(ivs) - len(operand_shape)
-    return [k.index(0) if d == 1 else ivs[lead + i] for i, d in enumerate(operand_shape)]
+    return [
+        k.index(0) if d == 1 or lead + i < 0 else ivs[lead + i]
+        for i, d in enumerate(operand_shape)
+    ]
 
 
 def map_elementwise(
@@ -52,34 +56,31 @@ def offset_along(k: KernelBuilder, ivs: Sequence[Index], axis: int, offset: int)
 
 def reduce_axes(
     k: KernelBuilder,
-    src: SSAValue,
-    dst: SSAValue,
+    in_shape: Sequence[int],
+    read: Callable[[list[Index]], SSAValue],
+    write: Callable[[SSAValue, list[Index]], None],
     axes: Sequence[int],
     keepdims: bool,
     inits: Callable[[], list[SSAValue]],
     combine: Callable[[SSAValue, list[SSAValue]], list[SSAValue]],
     finish: Callable[[list[SSAValue]], SSAValue],
 ) -> None:
-    """dst[kept] = finish(fold(combine, src[kept, reduced], inits())).
+    """write(finish(fold(combine, read(kept + reduced), inits())), kept index).
 
     Kept dims are parallel loops (outer), reduced dims are reduction loops (inner)
     carrying the accumulators as iter_args; `combine(value, accs)` gives new accs.
     """
-    in_shape = shape(src)
     kept = [i for i in range(len(in_shape)) if i not in axes]
     with k.nest([in_shape[i] for i in kept]) as kept_ivs:
 
         def step(red_ivs: list[Index], accs: list[SSAValue]) -> list[SSAValue]:
             at = dict(zip(kept, kept_ivs)) | dict(zip(axes, red_ivs))
-            full = [at[i] for i in range(len(in_shape))]
-            return combine(k.load_value(src, full), accs)
+            return combine(read([at[i] for i in range(len(in_shape))]), accs)
 
         accs = k.reduce([in_shape[i] for i in axes], inits(), step)
         if keepdims:
-            out_index = [k.index(0)] * len(in_shape)
-            for i, iv in zip(kept, kept_ivs):
-                out_index[i] = iv
+            at = dict(zip(kept, kept_ivs))
+            out_index = [at[i] if i in at else k.index(0) for i in range(len(in_shape))]
         else:
             out_index = list(kept_ivs)
-        k.store_value(finish(accs), dst, out_index)
-
+        write(finish(accs), out_index)

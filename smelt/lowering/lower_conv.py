@@ -8,9 +8,10 @@ from collections.abc import Callable
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 
-from smelt.dialects import graph, loop
+from smelt.dialects import dtypes, graph, loop
 from smelt.errors import SmeltError
-from smelt.lowering.loop_builder import Index, KernelBuilder, element_type, shape
+from smelt.lowering.kernel_io import Anchor, KernelIO
+from smelt.lowering.loop_builder import Index, element_type, shape
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.lower_data import pad_nest
 from smelt.lowering.scalar_ops import Arith
@@ -36,51 +37,67 @@ def _check_layout(op: Operation) -> None:
 # --- conv2d ------------------------------------------------------------------------------
 
 
-def lower_conv2d(ctx: LoweringContext, op: graph.Conv2dOp) -> None:
-    """Pads the input into a scratch buffer when `pads` is set, so that the conv
-    kernel's reads are all in bounds without guards."""
+def prepare_conv2d(
+    ctx: LoweringContext, op: graph.Conv2dOp, operand_buffer: Callable[[int], SSAValue]
+) -> list[SSAValue]:
+    """With `pads`, a kernel first copies the input into a zero-padded scratch
+    buffer, so that the conv kernel reads in bounds without guards."""
     _check_layout(op)
-    strides, pads, dilations = _window_attrs(op, 2)
-    src = ctx.buffer(op.input)
-    if any(pads):
-        n, c, h, w = shape(src)
-        padded_type = MemRefType(
-            element_type(src), [n, c, h + pads[0] + pads[2], w + pads[1] + pads[3]]
-        )
-        padded = ctx.alloc(padded_type)
-        pk = ctx.kernel("conv2d_pad", [src], [padded])
-        zero = Arith(pk, graph.element_type_of(op.input))
-        fill = pk.constant(0.0 if zero.is_float else 0, zero.storage)
-        pad_nest(pk, src, padded, [0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], fill=fill)
-        src = padded
-    out = ctx.result_buffer(op.result)
-    k = ctx.kernel("conv2d", [src, ctx.buffer(op.weight), ctx.buffer(op.bias)], [out])
-    a = Arith(k, graph.element_type_of(op.input))
-    group = op.attr("group")
+    _, pads, _ = _window_attrs(op, 2)
+    if not any(pads):
+        return []
+    src = operand_buffer(0)
+    n, c, h, w = shape(src)
+    padded_type = MemRefType(
+        element_type(src), [n, c, h + pads[0] + pads[2], w + pads[1] + pads[3]]
+    )
+    padded = ctx.alloc(padded_type)
+    k = ctx.kernel("conv2d_pad", [src], [padded])
+    zero = 0.0 if dtypes.is_float(element_type(src)) else 0
+    fill = k.constant(zero, element_type(src))
+    widths = [0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]]
+    pad_nest(k, k.inputs[0], k.outputs[0], widths, fill=fill)
+    return [padded]
+
+
+def emit_conv2d(io: KernelIO, op: graph.Conv2dOp) -> None:
+    a = Arith(io.k, graph.element_type_of(op.input))
+    x = io.extra[0] if io.extra else io.operand_buffer(0)
+    strides, _, dilations = _window_attrs(op, 2)
+    scratch = io.result_buffer(0)
     # 16-bit floats accumulate in an f32 register; others accumulate in the output.
-    wide_accumulator = a.is_float and a.type != a.storage
-    (_conv_register if wide_accumulator else _conv_in_place)(k, a, group, strides, dilations)
+    if a.type == a.storage and scratch is not None:
+        _conv_in_place(io, a, op, x, scratch, strides, dilations)
+    else:
+        _conv_register(io, a, op, x, strides, dilations)
 
 
 def _conv_in_place(
-    k: KernelBuilder, a: Arith, group: int, strides: list[int], dilations: list[int]
+    io: KernelIO,
+    a: Arith,
+    op: graph.Conv2dOp,
+    x: SSAValue,
+    out: SSAValue,
+    strides: list[int],
+    dilations: list[int],
 ) -> None:
-    """out[n, o] = bias[o]; then for (ic, kh, kw): out[n, o, :, :] += w * x-plane.
+    """out[n, o] = bias[o]; then for (ic, kh, kw): out[n, o, :, :] += w * x-plane;
+    then the epilogue, if any, over out[n, o].
 
     The innermost loop runs along an output row, contiguous in out (and in x for
     stride 1), which LLVM vectorizes."""
-    (x, w, b), (out,) = k.inputs, k.outputs
+    k, group = io.k, op.attr("group")
     n_, o_, oh_, ow_ = shape(out)
-    _, cg_, kh_, kw_ = shape(w)
+    _, cg_, kh_, kw_ = graph.shape_of(op.weight)
     og_ = o_ // group
     with k.nest([n_, group, og_]) as (n, g, og):
         o = k.affine([(g, og_), (og, 1)])
-        bias = k.load(b, [o])
+        bias = io.read(2, [o])
         with k.nest([oh_, ow_]) as (oh, ow):
-            k.store(bias, out, [n, o, oh, ow])
+            k.store_value(bias, out, [n, o, oh, ow])
         with k.nest([cg_, kh_, kw_], loop.REDUCTION) as (ic, kh, kw):
             c = k.affine([(g, cg_), (ic, 1)])
-            weight = k.load_value(w, [o, ic, kh, kw])
+            weight = io.read(1, [o, ic, kh, kw])
             with k.loop(oh_) as oh:
                 ih = k.affine([(oh, strides[0]), (kh, dilations[0])])
                 with k.loop(ow_) as ow:
@@ -88,15 +105,24 @@ def _conv_in_place(
                     acc = k.load_value(out, [n, o, oh, ow])
                     product = a.mul(weight, k.load_value(x, [n, c, ih, iw]))
                     k.store_value(a.add(acc, product), out, [n, o, oh, ow])
+        if io.has_epilogue:
+            with k.nest([oh_, ow_]) as (oh, ow):
+                index = [n, o, oh, ow]
+                io.write(0, k.load_value(out, index), index)
 
 
 def _conv_register(
-    k: KernelBuilder, a: Arith, group: int, strides: list[int], dilations: list[int]
+    io: KernelIO,
+    a: Arith,
+    op: graph.Conv2dOp,
+    x: SSAValue,
+    strides: list[int],
+    dilations: list[int],
 ) -> None:
     """out[n, o, oh, ow] = bias[o] + sum over (ic, kh, kw), in a scalar iter_arg."""
-    (x, w, b), (out,) = k.inputs, k.outputs
-    n_, o_, oh_, ow_ = shape(out)
-    _, cg_, kh_, kw_ = shape(w)
+    k, group = io.k, op.attr("group")
+    n_, o_, oh_, ow_ = graph.shape_of(op.result)
+    _, cg_, kh_, kw_ = graph.shape_of(op.weight)
     og_ = o_ // group
     with k.nest([n_, group, og_, oh_, ow_]) as (n, g, og, oh, ow):
         o = k.affine([(g, og_), (og, 1)])
@@ -106,28 +132,27 @@ def _conv_register(
             c = k.affine([(g, cg_), (ic, 1)])
             ih = k.affine([(oh, strides[0]), (kh, dilations[0])])
             iw = k.affine([(ow, strides[1]), (kw, dilations[1])])
-            product = a.mul(k.load_value(w, [o, ic, kh, kw]), k.load_value(x, [n, c, ih, iw]))
+            product = a.mul(io.read(1, [o, ic, kh, kw]), k.load_value(x, [n, c, ih, iw]))
             return [a.add(acc[0], product)]
 
-        (total,) = k.reduce([cg_, kh_, kw_], [k.load_value(b, [o])], step)
-        k.store_value(total, out, [n, o, oh, ow])
+        (total,) = k.reduce([cg_, kh_, kw_], [io.read(2, [o])], step)
+        io.write(0, total, [n, o, oh, ow])
 
 
 # --- pools -------------------------------------------------------------------------------
 
 
-def lower_pool(ctx: LoweringContext, op: graph.PoolOp) -> None:
+def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
     """Per output position, reduce the window; positions outside the input are
     skipped (index clamped, value masked with select). Average divides by the number
     of positions inside the input, or inside input + pads with count_include_pad."""
     _check_layout(op)
     is_max = isinstance(op, graph.MaxPoolOp)
-    k = ctx.op_kernel(op)
+    k = io.k
     a = Arith(k, graph.element_type_of(op.input))
     if not is_max and not a.is_float:
         raise SmeltError(f"{op.name} on {a.graph_type} is not supported: it needs floats")
-    (x,), (y,) = k.inputs, k.outputs
-    in_sp, out_sp = shape(x)[2:], shape(y)[2:]
+    in_sp, out_sp = graph.shape_of(op.input)[2:], graph.shape_of(op.result)[2:]
     nsp = len(in_sp)
     kernel = list(op.attr("kernel_shape"))
     strides, pads, dilations = _window_attrs(op, nsp)
@@ -144,7 +169,7 @@ def lower_pool(ctx: LoweringContext, op: graph.PoolOp) -> None:
     # The divisor is a constant unless some window is cut by the borders.
     dynamic_count = not is_max and any(counted if include_pad else guarded)
 
-    with k.nest(shape(y)) as ivs:
+    with k.nest(graph.shape_of(op.result)) as ivs:
 
         def step(kivs: list[Index], accs: list[SSAValue]) -> list[SSAValue]:
             index, inside, in_padded = [], [], []
@@ -156,7 +181,7 @@ def lower_pool(ctx: LoweringContext, op: graph.PoolOp) -> None:
                     inside.append(k.in_range(i, 0, in_sp[d]))
                     i = k.clamp(i, 0, in_sp[d] - 1)
                 index.append(i)
-            value = k.load_value(x, [ivs[0], ivs[1], *index])
+            value = io.read(0, [ivs[0], ivs[1], *index])
             valid = k.and_all(inside)
             combined = a.max(accs[0], value) if is_max else a.add(accs[0], value)
             new = [combined if valid is None else a.select(valid, combined, accs[0])]
@@ -171,11 +196,11 @@ def lower_pool(ctx: LoweringContext, op: graph.PoolOp) -> None:
         if not is_max:
             count = accs[1] if dynamic_count else a.const(pymath.prod(kernel))
             result = a.div(result, count)
-        k.store_value(result, y, ivs)
+        io.write(0, result, ivs)
 
 
-LOWERINGS: dict[type[Operation], Callable] = {
-    graph.Conv2dOp: lower_conv2d,
-    graph.MaxPoolOp: lower_pool,
-    graph.AveragePoolOp: lower_pool,
+ANCHORS: dict[type[Operation], Anchor] = {
+    graph.Conv2dOp: Anchor(emit_conv2d, prepare_conv2d),  # type: ignore[arg-type]
+    graph.MaxPoolOp: Anchor(emit_pool),
+    graph.AveragePoolOp: Anchor(emit_pool),
 }

@@ -1,4 +1,4 @@
-"""Lowerings of elementwise graph ops: one broadcasting loop nest and a scalar body."""
+"""Elementwise graph ops as scalar functions, their evaluator and their kernels."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph
 from smelt.errors import SmeltError
+from smelt.lowering.loop_builder import Index, KernelBuilder, shape
 from smelt.lowering.loop_context import LoweringContext
-from smelt.lowering.loop_nests import map_elementwise
+from smelt.lowering.loop_nests import broadcast_index
 from smelt.lowering.scalar_ops import Arith, cast
 
+# scalar(k, op, operand values in compute types) -> the result value
+Scalar = Callable[[KernelBuilder, Operation, list[SSAValue]], SSAValue]
 Unary = Callable[[Arith, SSAValue], SSAValue]
 Binary = Callable[[Arith, SSAValue, SSAValue], SSAValue]
 
@@ -22,11 +25,18 @@ def _math(op_class: type[Operation]) -> Unary:
 
 
 def _sigmoid(a: Arith, x: SSAValue) -> SSAValue:
-    one = a.one()
-    return a.div(one, a.add(one, a.math(math.ExpOp, a.neg(x))))
+    """1 / (1 + e) for x >= 0, else e / (1 + e), with e = exp(-|x|): never overflows."""
+    e = a.math(math.ExpOp, a.neg(a.abs(x)))
+    denominator = a.add(a.one(), e)
+    positive = a.cmp("ge", x, a.zero())
+    return a.select(positive, a.div(a.one(), denominator), a.div(e, denominator))
 
 
-# Ops in FLOAT_ONLY reject integer element types with a SmeltError.
+def _float_or_identity(fn: Unary) -> Unary:
+    """floor and ceil leave integers unchanged."""
+    return lambda a, x: fn(a, x) if a.is_float else x
+
+
 UNARY: dict[type[Operation], Unary] = {
     graph.ReluOp: lambda a, x: a.max(x, a.zero()),
     graph.SigmoidOp: _sigmoid,
@@ -35,15 +45,17 @@ UNARY: dict[type[Operation], Unary] = {
     graph.LogOp: _math(math.LogOp),
     graph.ErfOp: _math(math.ErfOp),
     graph.SqrtOp: _math(math.SqrtOp),
-    graph.FloorOp: _math(math.FloorOp),
-    graph.CeilOp: _math(math.CeilOp),
+    graph.FloorOp: _float_or_identity(_math(math.FloorOp)),
+    graph.CeilOp: _float_or_identity(_math(math.CeilOp)),
     graph.NegOp: lambda a, x: a.neg(x),
     graph.AbsOp: lambda a, x: a.abs(x),
     graph.ReciprocalOp: lambda a, x: a.div(a.one(), x),
+    graph.IdentityOp: lambda a, x: x,
+    graph.DropoutOp: lambda a, x: x,
 }
 FLOAT_ONLY = (
     graph.SigmoidOp, graph.TanhOp, graph.ExpOp, graph.LogOp, graph.ErfOp,
-    graph.SqrtOp, graph.FloorOp, graph.CeilOp, graph.ReciprocalOp, graph.LeakyReluOp,
+    graph.SqrtOp, graph.ReciprocalOp, graph.LeakyReluOp,
 )  # fmt: skip
 
 BINARY: dict[type[Operation], Binary] = {
@@ -60,8 +72,8 @@ BINARY: dict[type[Operation], Binary] = {
 }
 
 
-def _arith_for(k, op: Operation, value: SSAValue) -> Arith:
-    a = Arith(k, graph.element_type_of(value))
+def _arith(k: KernelBuilder, op: Operation) -> Arith:
+    a = Arith(k, graph.element_type_of(op.operands[0]))
     if isinstance(op, FLOAT_ONLY) and not a.is_float:
         raise SmeltError(
             f"{op.name} on {a.graph_type} is not supported: it needs a float tensor"
@@ -69,61 +81,88 @@ def _arith_for(k, op: Operation, value: SSAValue) -> Arith:
     return a
 
 
-def lower_unary(ctx: LoweringContext, op: Operation) -> None:
+def _leaky_relu(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    a = _arith(k, op)
+    x = v[0]
+    alpha = a.const(op.attr("alpha"))  # type: ignore[attr-defined]
+    return a.select(a.cmp("ge", x, a.zero()), x, a.mul(x, alpha))
+
+
+def _cast(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    src = Arith(k, graph.element_type_of(op.operands[0]))
+    return cast(k, v[0], src, Arith(k, graph.element_type_of(op.results[0])))
+
+
+def _clip(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    a = _arith(k, op)
+    return a.min(a.max(v[0], v[1]), v[2])
+
+
+SCALAR: dict[type[Operation], Scalar] = {
+    **{cls: (lambda k, op, v, fn=fn: fn(_arith(k, op), v[0])) for cls, fn in UNARY.items()},
+    **{
+        cls: (lambda k, op, v, fn=fn: fn(_arith(k, op), v[0], v[1]))
+        for cls, fn in BINARY.items()
+    },
+    graph.LeakyReluOp: _leaky_relu,
+    graph.CastOp: _cast,
+    graph.ClipOp: _clip,
+    graph.WhereOp: lambda k, op, v: k.op(arith.SelectOp, v[0], v[1], v[2]),
+}
+
+
+def evaluate(
+    k: KernelBuilder,
+    value: SSAValue,
+    idx: list[Index],
+    buffers: dict[SSAValue, SSAValue],
+    known: dict[SSAValue, SSAValue],
+) -> SSAValue:
+    """The scalar of graph `value` at idx (an index into a shape that `value` and
+    everything it is computed from broadcast to): a load from `buffers`, an entry of
+    `known`, or elementwise ops applied to those. Memoized in `known`."""
+    if value in known:
+        return known[value]
+    if value in buffers:
+        buffer = buffers[value]
+        result = k.load_value(buffer, broadcast_index(k, idx, shape(buffer)))
+    else:
+        op = value.owner
+        scalar = SCALAR.get(type(op))  # type: ignore[arg-type]
+        if scalar is None:
+            name = getattr(op, "name", "a block argument")
+            raise SmeltError(f"{name} cannot be computed elementwise inside a kernel")
+        operands = [evaluate(k, v, idx, buffers, known) for v in op.operands]  # type: ignore[union-attr]
+        result = scalar(k, op, operands)  # type: ignore[arg-type]
+    known[value] = result
+    return result
+
+
+def emit_elementwise(
+    k: KernelBuilder,
+    outputs: list[tuple[SSAValue, SSAValue]],
+    buffers: dict[SSAValue, SSAValue],
+) -> None:
+    """Stores each graph value of `outputs` (value, buffer) computed elementwise from
+    `buffers`; outputs of one shape share a loop nest."""
+    by_shape: dict[tuple[int, ...], list[tuple[SSAValue, SSAValue]]] = {}
+    for value, buffer in outputs:
+        by_shape.setdefault(shape(buffer), []).append((value, buffer))
+    for dims, group in by_shape.items():
+        with k.nest(dims) as ivs:
+            known: dict[SSAValue, SSAValue] = {}
+            for value, buffer in group:
+                k.store_value(evaluate(k, value, ivs, buffers, known), buffer, ivs)
+
+
+def lower_elementwise(ctx: LoweringContext, op: Operation) -> None:
     k = ctx.op_kernel(op)
-    a = _arith_for(k, op, op.operands[0])
-    fn = UNARY[type(op)]
-    map_elementwise(k, k.outputs[0], k.inputs, lambda v: fn(a, v[0]))
-
-
-def lower_binary(ctx: LoweringContext, op: Operation) -> None:
-    k = ctx.op_kernel(op)
-    a = _arith_for(k, op, op.operands[0])
-    fn = BINARY[type(op)]
-    map_elementwise(k, k.outputs[0], k.inputs, lambda v: fn(a, v[0], v[1]))
-
-
-def lower_leaky_relu(ctx: LoweringContext, op: graph.LeakyReluOp) -> None:
-    k = ctx.op_kernel(op)
-    a = _arith_for(k, op, op.input)
-    alpha = a.const(op.attr("alpha"))
-
-    def body(v: list[SSAValue]) -> SSAValue:
-        x = v[0]
-        return a.select(a.cmp("gt", x, a.zero()), x, a.mul(x, alpha))
-
-    map_elementwise(k, k.outputs[0], k.inputs, body)
-
-
-def lower_cast(ctx: LoweringContext, op: graph.CastOp) -> None:
-    k = ctx.op_kernel(op)
-    src = Arith(k, graph.element_type_of(op.input))
-    dst = Arith(k, graph.element_type_of(op.result))
-    map_elementwise(k, k.outputs[0], k.inputs, lambda v: cast(k, v[0], src, dst))
-
-
-def lower_clip(ctx: LoweringContext, op: graph.ClipOp) -> None:
-    k = ctx.op_kernel(op)
-    a = Arith(k, graph.element_type_of(op.input))
-    x, lo_buf, hi_buf = k.inputs
-    # The bounds hold one element each; load them once, before the loops.
-    lo = k.load_value(lo_buf, [k.index(0)] * len(graph.shape_of(op.min)))
-    hi = k.load_value(hi_buf, [k.index(0)] * len(graph.shape_of(op.max)))
-    map_elementwise(k, k.outputs[0], [x], lambda v: a.min(a.max(v[0], lo), hi))
-
-
-def lower_where(ctx: LoweringContext, op: graph.WhereOp) -> None:
-    k = ctx.op_kernel(op)
-    map_elementwise(
-        k, k.outputs[0], k.inputs, lambda v: k.op(arith.SelectOp, v[0], v[1], v[2])
-    )
+    buffers = dict(zip(op.operands, k.inputs))
+    emit_elementwise(k, list(zip(op.results, k.outputs)), buffers)
 
 
 LOWERINGS: dict[type[Operation], Callable] = {
-    **{cls: lower_unary for cls in UNARY},
-    **{cls: lower_binary for cls in BINARY},
-    graph.LeakyReluOp: lower_leaky_relu,
-    graph.CastOp: lower_cast,
-    graph.ClipOp: lower_clip,
-    graph.WhereOp: lower_where,
+    cls: lower_elementwise
+    for cls in SCALAR
+    if cls not in (graph.IdentityOp, graph.DropoutOp)  # those alias their operand
 }

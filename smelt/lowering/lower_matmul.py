@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph, loop
-from smelt.lowering.loop_builder import Index, KernelBuilder
-from smelt.lowering.loop_context import LoweringContext
+from smelt.lowering.kernel_io import Anchor, KernelIO
+from smelt.lowering.loop_builder import Index
 from smelt.lowering.loop_nests import broadcast_index
 from smelt.lowering.scalar_ops import Arith
 
@@ -33,45 +33,48 @@ class Contraction:
 
 
 def emit_contraction(
-    k: KernelBuilder, a: Arith, c: Contraction, epilogue: Epilogue | None = None
+    io: KernelIO, a: Arith, c: Contraction, finish: Epilogue | None = None
 ) -> None:
     """Dot form (scalar iter_arg over k innermost) when rhs is contiguous in k, n is
-    1 or the type is a 16-bit float; else the axpy form (m, k, n with n innermost,
-    accumulating in the output row), which LLVM vectorizes along n."""
-    lhs, rhs = k.inputs[0], k.inputs[1]
-    (out,) = k.outputs
-    finish = epilogue or (lambda v, _b, _m, _n: v)
-    if c.rhs_contiguous_in_k or c.n == 1 or a.type != a.storage:
+    1, the type is a 16-bit float or no output can hold partial sums; else the axpy
+    form (m, k, n with n innermost, accumulating in the output row), which LLVM
+    vectorizes along n. `finish(acc, b, m, n)` maps a finished sum (gemm's alpha,
+    beta * C) before the fused epilogue sees it."""
+    k = io.k
+    finishes = finish is not None
+    finish = finish or (lambda v, _b, _m, _n: v)
+    scratch = io.result_buffer(0)
+    if c.rhs_contiguous_in_k or c.n == 1 or a.type != a.storage or scratch is None:
         with k.nest([*c.batch, c.m, c.n]) as ivs:
             b, m, n = ivs[:-2], ivs[-2], ivs[-1]
 
             def step(kk: list[Index], acc: list[SSAValue]) -> list[SSAValue]:
-                x = k.load_value(lhs, c.lhs(b, m, kk[0]))
-                y = k.load_value(rhs, c.rhs(b, n, kk[0]))
+                x = io.read(0, c.lhs(b, m, kk[0]))
+                y = io.read(1, c.rhs(b, n, kk[0]))
                 return [a.add(acc[0], a.mul(x, y))]
 
             (total,) = k.reduce([c.k], [a.zero()], step)
-            k.store_value(finish(total, b, m, n), out, c.out(b, m, n))
+            io.write(0, finish(total, b, m, n), c.out(b, m, n))
         return
     with k.nest([*c.batch, c.m]) as ivs:
         b, m = ivs[:-1], ivs[-1]
         with k.loop(c.n) as n:
-            k.store_value(a.zero(), out, c.out(b, m, n))
+            k.store_value(a.zero(), scratch, c.out(b, m, n))
         with k.loop(c.k, loop.REDUCTION) as kk:
-            x = k.load_value(lhs, c.lhs(b, m, kk))
+            x = io.read(0, c.lhs(b, m, kk))
             with k.loop(c.n) as n:
-                acc = k.load_value(out, c.out(b, m, n))
-                y = k.load_value(rhs, c.rhs(b, n, kk))
-                k.store_value(a.add(acc, a.mul(x, y)), out, c.out(b, m, n))
-        if epilogue is not None:
+                acc = k.load_value(scratch, c.out(b, m, n))
+                y = io.read(1, c.rhs(b, n, kk))
+                k.store_value(a.add(acc, a.mul(x, y)), scratch, c.out(b, m, n))
+        if io.has_epilogue or finishes:
             with k.loop(c.n) as n:
-                value = k.load_value(out, c.out(b, m, n))
-                k.store_value(epilogue(value, b, m, n), out, c.out(b, m, n))
+                value = k.load_value(scratch, c.out(b, m, n))
+                io.write(0, finish(value, b, m, n), c.out(b, m, n))
 
 
-def lower_matmul(ctx: LoweringContext, op: graph.MatMulOp) -> None:
+def emit_matmul(io: KernelIO, op: graph.MatMulOp) -> None:
     """numpy matmul: rank-1 operands gain (then lose) a unit dim, batches broadcast."""
-    k = ctx.op_kernel(op)
+    k = io.k
     a = Arith(k, graph.element_type_of(op.lhs))
     ls, rs = graph.shape_of(op.lhs), graph.shape_of(op.rhs)
     l2 = (1, *ls) if len(ls) == 1 else ls
@@ -88,25 +91,24 @@ def lower_matmul(ctx: LoweringContext, op: graph.MatMulOp) -> None:
         return [*b, *([m] if len(ls) > 1 else []), *([n] if len(rs) > 1 else [])]
 
     c = Contraction(batch, l2[-2], r2[-1], l2[-1], lhs, rhs, out, len(rs) == 1)
-    emit_contraction(k, a, c)
+    emit_contraction(io, a, c)
 
 
-def lower_gemm(ctx: LoweringContext, op: graph.GemmOp) -> None:
+def emit_gemm(io: KernelIO, op: graph.GemmOp) -> None:
     """alpha * A' @ B' (+ beta * C unless beta = 0), as the ONNX reference orders it."""
-    k = ctx.op_kernel(op)
-    a = Arith(k, graph.element_type_of(op.lhs))
+    a = Arith(io.k, graph.element_type_of(op.lhs))
     trans_a, trans_b = bool(op.attr("trans_a")), bool(op.attr("trans_b"))
     m, kk = graph.shape_of(op.lhs)[::-1] if trans_a else graph.shape_of(op.lhs)
     n = graph.shape_of(op.result)[1]
     alpha, beta = op.attr("alpha"), op.attr("beta")
-    addend = k.inputs[2]
+    c_shape = graph.shape_of(op.addend)
 
-    def epilogue(acc: SSAValue, _b: list[Index], i: Index, j: Index) -> SSAValue:
+    def finish(acc: SSAValue, _b: list[Index], i: Index, j: Index) -> SSAValue:
         if alpha != 1.0:
             acc = a.mul(acc, a.const(alpha))
         if beta == 0.0:
             return acc
-        term = k.load_value(addend, broadcast_index(k, [i, j], graph.shape_of(op.addend)))
+        term = io.read(2, broadcast_index(io.k, [i, j], c_shape))
         return a.add(acc, term if beta == 1.0 else a.mul(term, a.const(beta)))
 
     c = Contraction(
@@ -119,10 +121,10 @@ def lower_gemm(ctx: LoweringContext, op: graph.GemmOp) -> None:
         lambda _b, i, j: [i, j],
         trans_b,
     )
-    emit_contraction(k, a, c, epilogue)
+    emit_contraction(io, a, c, finish)
 
 
-LOWERINGS: dict[type[Operation], Callable] = {
-    graph.MatMulOp: lower_matmul,
-    graph.GemmOp: lower_gemm,
+ANCHORS: dict[type[Operation], Anchor] = {
+    graph.MatMulOp: Anchor(emit_matmul),  # type: ignore[arg-type]
+    graph.GemmOp: Anchor(emit_gemm),  # type: ignore[arg-type]
 }

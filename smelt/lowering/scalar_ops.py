@@ -81,6 +81,9 @@ class Arith:
         return self.k.op(float_op if self.is_float else int_op, a, b)
 
     def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        """a + b; on i1 it is `or` (numpy sums booleans with dtype=bool that way)."""
+        if self.storage == dtypes.i1:
+            return self.k.op(arith.OrIOp, a, b)
         return self._op(arith.AddfOp, arith.AddiOp, a, b)
 
     def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
@@ -119,20 +122,29 @@ class Arith:
 
     def pow(self, a: SSAValue, b: SSAValue) -> SSAValue:
         """a ** b: `math.powf` for floats; for integers exact square-and-multiply
-        (wrapping like numpy); a negative integer exponent gives 1."""
+        (wrapping like numpy), and a ** -n truncated toward zero (0 unless |a| = 1)."""
         if self.is_float:
             return self.k.op(math.PowFOp, a, b)
-        k = self.k
-        if not self.unsigned:
-            b = k.op(arith.SelectOp, self.cmp("lt", b, self.zero()), self.zero(), b)
+        k, zero, one = self.k, self.zero(), self.one()
+        negative = None if self.unsigned else self.cmp("lt", b, zero)
+        exponent = b if negative is None else self.select(negative, zero, b)
 
         def step(_ivs, accs):
-            result, base, exp = accs
-            odd = k.op(arith.CmpiOp, k.op(arith.AndIOp, exp, self.one()), self.zero(), "ne")
-            result = k.op(arith.SelectOp, odd, self.mul(result, base), result)
-            return [result, self.mul(base, base), k.op(arith.DivUIOp, exp, self.const(2))]
+            result, base, e = accs
+            odd = k.op(arith.CmpiOp, k.op(arith.AndIOp, e, one), zero, "ne")
+            result = self.select(odd, self.mul(result, base), result)
+            return [result, self.mul(base, base), k.op(arith.DivUIOp, e, self.const(2))]
 
-        return k.reduce([self.width], [self.one(), a, b], step)[0]
+        power = k.reduce([self.width], [one, a, exponent], step)[0]
+        if negative is None:
+            return power
+        odd = k.op(arith.CmpiOp, k.op(arith.AndIOp, b, one), zero, "ne")
+        minus_one = self.const(-1)
+        sign = self.select(odd, minus_one, one)
+        truncated = self.select(
+            self.cmp("eq", a, one), one, self.select(self.cmp("eq", a, minus_one), sign, zero)
+        )
+        return self.select(negative, truncated, power)
 
     def cmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
         """pred in eq/ne/lt/le/gt/ge; ordered for floats (NaN compares false, but ne)."""
