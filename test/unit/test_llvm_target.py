@@ -21,7 +21,7 @@ RNG = np.random.default_rng(0)
 N = 37  # not a multiple of any vector width: the vectorized loops need a remainder
 
 
-def parse(src: str) -> builtin.ModuleOp:
+def parse(src: str, verify: bool = True) -> builtin.ModuleOp:
     # allow_unregistered: xDSL 0.75 has no arith.remf, so tests write it generically
     ctx = Context(allow_unregistered=True)
     for dialect in (
@@ -36,7 +36,8 @@ def parse(src: str) -> builtin.ModuleOp:
     ):
         ctx.load_dialect(dialect)
     module = Parser(ctx, src).parse_module()
-    module.verify()
+    if verify:
+        module.verify()
     return module
 
 
@@ -899,3 +900,19 @@ def test_run_checks_its_arguments():
         program.run([np.ones(16, np.float32)[::2], out])
     program.run([x, out])
     np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_main_errors_name_the_problem():
+    src = elementwise("%r = arith.addf %x0, %x0 : f32", ["f32"], "f32", 8)
+    extra = src.replace(
+        "      func.call @k", '      "test.op"() : () -> ()\n      func.call @k'
+    )
+    with pytest.raises(SmeltError, match=r"@main: .*`test\.op`"):
+        emit_llvm_ir(parse(extra))
+    # a kernel called with buffers of other types (the caller forgot a loop.view)
+    wrong = src.replace("%out: memref<8xf32>) {", "%out: memref<2x4xf32>) {")
+    wrong = wrong.replace(
+        "(memref<8xf32>, memref<8xf32>) -> ()", "(memref<8xf32>, memref<2x4xf32>) -> ()"
+    )
+    with pytest.raises(SmeltError, match=r"@main calls @k with buffers of types"):
+        emit_llvm_ir(parse(wrong, verify=False))

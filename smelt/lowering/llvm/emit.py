@@ -32,7 +32,15 @@ from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
 from smelt.lowering.llvm.plan import MemoryPlan, plan_memory
-from smelt.lowering.llvm.types import I8, I64, PTR, VOID, buffer_info, constant
+from smelt.lowering.llvm.types import (
+    I8,
+    I64,
+    PTR,
+    VOID,
+    buffer_info,
+    constant,
+    op_name,
+)
 
 ENTRY = "smelt_main"
 """The native entry point: void smelt_main(ptr io, ptr arena, ptr weights)."""
@@ -161,7 +169,7 @@ def _emit_entry(
                 )
         else:
             raise SmeltError(
-                f"@main: the llvm target does not support `{op.name}` there; "
+                f"@main: the llvm target does not support `{op_name(op)}` there; "
                 "@main holds loop.alloc/constant/view and func.call only"
             )
     b.ret_void()

@@ -40,12 +40,19 @@ def host_target_machine(opt_level: int = 3) -> llvm.TargetMachine:
     )
 
 
-def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, opt_level: int) -> None:
-    """Runs LLVM's new-pass-manager pipeline for `opt_level` (O3: vectorizers on)."""
+def optimize(
+    mod: llvm.ModuleRef, tm: llvm.TargetMachine, opt_level: int, unroll: bool = False
+) -> None:
+    """Runs LLVM's new-pass-manager pipeline for `opt_level` (O2+: vectorizers on).
+
+    LLVM's own loop unroller is off unless `unroll`: smelt unrolls in the loop
+    dialect (loop-unroll), and LLVM fully unrolling every static nest made O3
+    about ten times slower to compile with no gain on the kernels measured.
+    """
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     pto.loop_vectorization = opt_level >= 2
     pto.slp_vectorization = opt_level >= 2
-    pto.loop_unrolling = opt_level >= 2
+    pto.loop_unrolling = unroll
     pb = llvm.create_pass_builder(tm, pto)
     pm = pb.getModulePassManager()
     pm.run(mod, pb)
@@ -56,7 +63,8 @@ class NativeProgram:
 
     `args` are @main's buffers in order (inputs, then outputs), C-contiguous with
     @main's dtypes and shapes; outputs are written in place. The arena and the
-    weight blob are allocated once here, so a run allocates nothing large.
+    weight blob are allocated once here, so a run allocates nothing large; for the
+    same reason one program runs one call at a time (the arena is shared).
     """
 
     def __init__(
@@ -136,9 +144,13 @@ def _same_storage(given: np.dtype, expected: np.dtype) -> bool:
 
 
 def compile_to_native(
-    module: ModuleOp, opt_level: int = 3, fast_math: bool = False
+    module: ModuleOp, opt_level: int = 3, fast_math: bool = False, unroll: bool = False
 ) -> NativeProgram:
-    """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main."""
+    """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main.
+
+    `fast_math` adds `reassoc nsz` to float ops (so float reductions vectorize);
+    `unroll` turns on LLVM's loop unroller (see `optimize`).
+    """
     lowered = lower_module(module, EmitOptions(fast_math=fast_math))
     if lowered.plan is None:
         raise SmeltError("the module has no @main: nothing to run")
@@ -153,7 +165,7 @@ def compile_to_native(
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     if opt_level > 0:
-        optimize(mod, tm, opt_level)
+        optimize(mod, tm, opt_level, unroll)
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     return NativeProgram(
