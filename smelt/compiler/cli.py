@@ -1,4 +1,4 @@
-"""The `smelt` command: `smelt run MODEL [--inputs x.npz] [--check]`."""
+"""The `smelt` command: `smelt run MODEL [--check]`, `smelt report MODEL [-p ...]`."""
 
 from __future__ import annotations
 
@@ -96,7 +96,9 @@ def check_against_onnxruntime(path, feeds, outputs, tolerance: float) -> int:
         import onnxruntime as ort
     except ImportError:
         raise SmeltError("--check needs onnxruntime: pip install onnxruntime") from None
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     expected = dict(zip(names, session.run(names, feeds)))
     worst = 0.0
@@ -109,6 +111,19 @@ def check_against_onnxruntime(path, feeds, outputs, tolerance: float) -> int:
     ok = worst <= tolerance
     print(f"check {'PASSED' if ok else 'FAILED'} (tolerance {tolerance:g})")
     return 0 if ok else 2
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from smelt.compiler import pipelines
+    from smelt.compiler.driver import import_graph
+    from smelt.compiler.report import format_rows, report
+
+    path = resolve_model(args.model)
+    module = import_graph(path, parse_shapes(args.input_shape))
+    spec = args.pipeline or pipelines.GRAPH_OPT
+    print(f"{os.path.basename(path)}  [pipeline: {spec}]")
+    print(format_rows(report(module, spec)))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.add_argument("--tolerance", type=float, default=1e-4)
     run.set_defaults(func=cmd_run)
+    rep = sub.add_parser("report", help="op / kernel counts and traffic after each pass")
+    rep.add_argument("model", nargs="?", default=DEFAULT_MODEL)
+    rep.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
+    rep.add_argument("-p", "--pipeline", help="pass pipeline (default: graph-level O2)")
+    rep.set_defaults(func=cmd_report)
     return parser
 
 

@@ -9,6 +9,11 @@ from smelt.errors import SmeltError
 
 TARGETS = ("cpu",)
 
+# Graph-level clean-up and fusion, in order.
+GRAPH_OPT = (
+    "graph-fold-constants,graph-simplify,graph-fold-batchnorm,graph-simplify,graph-fuse"
+)
+
 # Graph-level clean-up / fusion and loop-level scheduling passes join these presets
 # as they land ([graph-opt], [loop-opt]); O0 is the plain lowering.
 PRESETS: dict[str, dict[str, str]] = {

@@ -1,0 +1,128 @@
+"""`smelt report`: what each pass did — op count, kernel count, intermediate traffic."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from smelt.dialects import dtypes, graph, loop
+
+# Graph ops that become no kernel: views of the same bytes, or compile-time data.
+_NO_KERNEL = (graph.ConstantOp, graph.ReshapeOp, graph.IdentityOp, graph.DropoutOp)
+
+
+@dataclass(frozen=True)
+class Stats:
+    ops: int  # graph ops (constants excluded), or calls at the loop level
+    kernels: int
+    bytes_written: int  # intermediate tensors stored by one kernel ...
+    bytes_read: int  # ... and loaded back by later kernels
+
+
+def _nbytes(t: TensorType | MemRefType) -> int:
+    return dtypes.byte_size(t.element_type) * math.prod(t.get_shape())
+
+
+def _main(module: ModuleOp) -> func.FuncOp | None:
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+            return op
+    return None
+
+
+def _source(value: SSAValue) -> SSAValue:
+    """Looks through views to the value a kernel wrote."""
+    while isinstance(value.owner, graph.ReshapeOp | graph.IdentityOp | graph.DropoutOp | loop.ViewOp):
+        value = value.owner.operands[0]
+    return value
+
+
+def graph_stats(main: func.FuncOp) -> Stats:
+    ops = [op for op in main.body.ops if isinstance(op, graph.GraphOp | graph.FusedOp)]
+    kernels = [op for op in ops if not isinstance(op, _NO_KERNEL)]
+    readers: dict[SSAValue, set[Operation]] = {}
+    for k in kernels:
+        for operand in k.operands:
+            readers.setdefault(_source(operand), set()).add(k)
+    outputs = {_source(v) for v in main.body.block.last_op.operands}
+    written = read = 0
+    for k in kernels:
+        for r in k.results:
+            if r in outputs or r not in readers:
+                continue
+            written += _nbytes(r.type)
+            read += _nbytes(r.type) * len(readers[r])
+    n_ops = sum(
+        1 if not isinstance(op, graph.FusedOp) else len(list(op.body.block.ops)) - 1
+        for op in ops if not isinstance(op, graph.ConstantOp)
+    )
+    return Stats(n_ops, len(kernels), written, read)
+
+
+def loop_stats(module: ModuleOp, main: func.FuncOp) -> Stats:
+    written_args = {
+        f.sym_name.data: _stored_args(f)
+        for f in module.ops if isinstance(f, func.FuncOp) and loop.is_kernel(f)
+    }
+    calls = [op for op in main.body.ops if isinstance(op, func.CallOp)]
+    allocs = {op.result for op in main.body.ops if isinstance(op, loop.AllocOp)}
+    written = read = 0
+    for call in calls:
+        stored = written_args.get(call.callee.string_value(), set())
+        for i, arg in enumerate(call.arguments):
+            src = _source(arg)
+            if src in allocs:
+                if i in stored:
+                    written += _nbytes(src.type)
+                else:
+                    read += _nbytes(src.type)
+    return Stats(len(calls), len(calls), written, read)
+
+
+def _stored_args(kernel: func.FuncOp) -> set[int]:
+    """Indices of the kernel arguments it stores into."""
+    args = list(kernel.body.block.args)
+    stored = set()
+    for op in kernel.walk():
+        if op.name in ("memref.store", "vector.store") and op.operands[1] in args:
+            stored.add(args.index(op.operands[1]))
+    return stored
+
+
+def stats(module: ModuleOp) -> Stats:
+    main = _main(module)
+    if main is None:
+        return Stats(0, 0, 0, 0)
+    if any(isinstance(op, func.CallOp) for op in main.body.ops):
+        return loop_stats(module, main)
+    return graph_stats(main)
+
+
+def report(module: ModuleOp, spec: str) -> list[tuple[str, Stats]]:
+    """Runs pipeline `spec` on `module`, returning the stats after each pass."""
+    from smelt.compiler.driver import lower
+
+    rows = [("(imported)", stats(module))]
+
+    def callback(prev, mod, _next):
+        if prev is not None:
+            rows.append((prev.name, stats(mod)))
+
+    lower(module, spec, callback)
+    return rows
+
+
+def format_rows(rows: list[tuple[str, Stats]]) -> str:
+    def mb(n: int) -> str:
+        return f"{n / 1e6:.2f}"
+
+    lines = [f"{'after pass':<26}{'ops':>6}{'kernels':>9}{'MB written':>12}{'MB read':>10}"]
+    for name, s in rows:
+        lines.append(
+            f"{name:<26}{s.ops:>6}{s.kernels:>9}{mb(s.bytes_written):>12}{mb(s.bytes_read):>10}"
+        )
+    return "\n".join(lines)
