@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 from xdsl.dialects import func
+from xdsl.dialects.arith import FastMathFlagsAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from smelt.dialects.loop import ForOp, YieldOp
@@ -159,8 +160,8 @@ class KernelEmitter:
         """Fast-math flags for a float op: contract, the op's own, the option's."""
         flags = {"contract"}
         attr = op.properties.get("fastmath", op.attributes.get("fastmath"))
-        for flag in getattr(attr, "flags", ()):
-            flags.add(str(getattr(flag, "value", flag)))
+        if isinstance(attr, FastMathFlagsAttr):
+            flags |= {flag.value for flag in attr.data}
         if self.options.fast_math:
             flags |= {"reassoc", "nsz"}
         return tuple(sorted(flags))
