@@ -29,6 +29,7 @@ from smelt.lowering.llvm.types import (
     is_bf16,
     memory_type,
     op_name,
+    suffix,
     value_type,
 )
 
@@ -174,9 +175,7 @@ class KernelEmitter:
         overloads: Iterable[ir.Type] = (),
         flags: tuple[str, ...] = (),
     ) -> ir.Value:
-        """Calls `llvm.<base>` mangled with the types in `overloads` (default: ret)."""
-        from smelt.lowering.llvm.types import suffix
-
+        """Calls intrinsic `base` (`llvm.fma`, ...) mangled with `overloads` (or ret)."""
         types = list(overloads) or [ret]
         name = ".".join([base, *(suffix(t) for t in types)])
         fn = declare_function(self.module, name, ret, [a.type for a in args])
