@@ -82,7 +82,7 @@ class CompiledModel:
                     f"input '{spec.name}' has shape {list(value.shape)}, expected "
                     f"{list(spec.shape)}"
                 )
-            arrays.append(np.ascontiguousarray(value))
+            arrays.append(np.require(value, requirements="C"))
         if problems:
             expected = ", ".join(s.describe() for s in self.inputs)
             raise SmeltError("; ".join(problems) + f" (the model takes {expected})")
