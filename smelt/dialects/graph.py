@@ -750,7 +750,7 @@ class ConstantOp(GraphOp):
         array = np.ascontiguousarray(array)
         t = tensor(dtypes.from_numpy(array.dtype), array.shape)
         storage = array.astype(np.uint8) if array.dtype == np.bool_ else array
-        attr = DenseIntOrFPElementsAttr(t, BytesAttr(storage.tobytes()))
+        attr = DenseIntOrFPElementsAttr(t, BytesAttr(_bytes_of(storage)))
         return ConstantOp.create(result_types=[t], attributes={"value": attr})
 
     def to_array(self) -> np.ndarray:
@@ -773,6 +773,22 @@ class ConstantOp(GraphOp):
                 "graph.constant needs a dense value (elided constants cannot be parsed)"
             )
         return cls.create(result_types=[value.type], attributes={"value": value})
+
+
+def _bytes_of(array: np.ndarray) -> bytes:
+    """The bytes of contiguous `array`: its own buffer when it views a whole bytes
+    object (weights from ONNX or from another constant), else a copy."""
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if (
+        isinstance(base, bytes)
+        and len(base) == array.nbytes
+        and array.flags.c_contiguous
+        and np.frombuffer(base, np.uint8).ctypes.data == array.ctypes.data
+    ):
+        return base
+    return array.tobytes()
 
 
 # Set PRINT_LARGE_CONSTANTS[0] = True (smelt-opt --print-constants) to print all weights.

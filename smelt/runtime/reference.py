@@ -12,10 +12,9 @@ import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
-from xdsl.ir import SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
@@ -36,18 +35,20 @@ def kernel(*classes: type[g.GraphOp]) -> Callable[[Kernel], Kernel]:
     return register
 
 
-def evaluate(op: g.GraphOp, args: list[np.ndarray]) -> list[np.ndarray]:
-    """The results of graph op `op` applied to the arrays `args`."""
-    fn = KERNELS.get(type(op))
+def evaluate(op: Operation, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The results of graph op `op` (a `graph.fused` too) applied to `args`."""
+    if isinstance(op, g.FusedOp):
+        return run_block(op.body.block, args)
+    fn = KERNELS.get(type(op))  # type: ignore[arg-type]
     if fn is None:
         raise SmeltError(f"the reference executor has no kernel for {op.name}")
     with np.errstate(all="ignore"):
-        out = fn(op, args)
+        out = fn(op, args)  # type: ignore[arg-type]
     outs = out if isinstance(out, list) else [out]
     return [_conform(op, r.type, v) for r, v in zip(op.results, outs, strict=True)]
 
 
-def _conform(op: g.GraphOp, t: TensorType, value: np.ndarray) -> np.ndarray:
+def _conform(op: Operation, t: TensorType, value: np.ndarray) -> np.ndarray:
     """`value` checked against result type `t`: a mismatch is a kernel bug."""
     value = np.asarray(value)
     dtype, shape = dtypes.to_numpy(t.element_type), tuple(t.get_shape())
@@ -59,7 +60,26 @@ def _conform(op: g.GraphOp, t: TensorType, value: np.ndarray) -> np.ndarray:
     return value
 
 
-def run_graph(module: ModuleOp, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_block(block: Block, args: list[np.ndarray]) -> list[np.ndarray]:
+    """Runs the graph ops of `block` on `args`; returns its terminator's operands."""
+    env: dict[SSAValue, np.ndarray] = dict(zip(block.args, args, strict=True))
+    ops = list(block.ops)
+    last_use = {v: i for i, op in enumerate(ops) for v in op.operands}
+    for i, op in enumerate(ops):
+        if isinstance(op, func.ReturnOp | g.YieldOp):
+            return [env[v] for v in op.operands]
+        if not isinstance(op, g.GraphOp | g.FusedOp):
+            raise SmeltError(f"the reference executor runs graph ops only, not {op.name}")
+        env.update(zip(op.results, evaluate(op, [env[v] for v in op.operands])))
+        for v in set(op.operands):
+            if last_use[v] == i:  # free intermediates early: big models stay small
+                del env[v]
+    raise SmeltError("the block has no func.return or graph.yield")
+
+
+def run_graph(
+    module: ModuleOp, inputs: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
     """Runs `@main` of graph-level `module` on `inputs` (name → array)."""
     main = _main(module)
     block = main.body.block
@@ -68,23 +88,12 @@ def run_graph(module: ModuleOp, inputs: Mapping[str, np.ndarray]) -> dict[str, n
     unknown = [n for n in inputs if n not in in_names]
     if missing or unknown:
         raise SmeltError(
-            f"run_graph needs inputs {in_names}; missing {missing}, unknown {unknown}"
+            f"the model takes inputs {in_names}; missing {missing}, unknown {unknown}"
         )
-    env: dict[SSAValue, np.ndarray] = {}
-    for name, arg in zip(in_names, block.args):
-        env[arg] = _check_input(name, arg.type, inputs[name])
-    last_use = {v: i for i, op in enumerate(block.ops) for v in op.operands}
-    for i, op in enumerate(block.ops):
-        if isinstance(op, func.ReturnOp):
-            out_names = _names(main, "smelt.output_names", "output", len(op.arguments))
-            return {n: env[v] for n, v in zip(out_names, op.arguments)}
-        if not isinstance(op, g.GraphOp):
-            raise SmeltError(f"run_graph runs graph ops only, found {op.name}")
-        env.update(zip(op.results, evaluate(op, [env[v] for v in op.operands])))
-        for v in set(op.operands):
-            if last_use[v] == i:  # free intermediates early: big models stay small
-                del env[v]
-    raise SmeltError("@main has no func.return")
+    args = [_check_input(n, a.type, inputs[n]) for n, a in zip(in_names, block.args)]
+    outputs = run_block(block, args)
+    out_names = _names(main, "smelt.output_names", "output", len(outputs))
+    return dict(zip(out_names, outputs, strict=True))
 
 
 def _main(module: ModuleOp) -> func.FuncOp:
@@ -219,7 +228,7 @@ def _where(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 # --- reductions and normalizations -------------------------------------------------
 
 
-def _lowest(dtype: np.dtype) -> np.generic:
+def lowest(dtype: np.dtype) -> np.generic:
     if dtype.kind == "f":
         return dtype.type(-np.inf)
     return dtype.type(np.iinfo(dtype).min) if dtype.kind in "iu" else dtype.type(0)
@@ -231,7 +240,7 @@ def _reduce(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     axes = g.reduced_axes(op.attr("axes"), x.ndim)
     keep = bool(op.attr("keepdims"))
     if isinstance(op, g.ReduceMaxOp):
-        return np.max(x, axis=axes, keepdims=keep, initial=_lowest(x.dtype))
+        return np.max(x, axis=axes, keepdims=keep, initial=lowest(x.dtype))
     if isinstance(op, g.ReduceSumOp) or x.dtype.kind == "b":
         return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
     if x.dtype.kind == "f":
@@ -247,57 +256,21 @@ def _softmax(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-@kernel(g.LayerNormOp)
-def _layer_norm(op: g.GraphOp, args: list[np.ndarray]) -> list[np.ndarray]:
-    x, scale, bias = (a.astype(np.float32) if a.dtype == np.float16 else a for a in args)
-    axes = tuple(range(g.normalize_axis(op.attr("axis"), x.ndim), x.ndim))
-    mean = np.mean(x, axis=axes, keepdims=True)
-    d = x - mean
-    var = np.mean(d * d, axis=axes, keepdims=True)
-    inv_std = 1 / np.sqrt(var + x.dtype.type(op.attr("epsilon")))
-    y = d * inv_std * scale + bias
-    types = [dtypes.to_numpy(r.type.element_type) for r in op.results]
-    return [r.astype(t) for r, t in zip((y, mean, inv_std), types)]
-
-
-@kernel(g.BatchNormOp)
-def _batch_norm(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    x, scale, bias, mean, var = args
-    shape = (1, -1) + (1,) * (x.ndim - 2)
-    std = np.sqrt(var + var.dtype.type(op.attr("epsilon")))
-    return (x - mean.reshape(shape)) / std.reshape(shape) * scale.reshape(
-        shape
-    ) + bias.reshape(shape)
-
-
-@kernel(g.LrnOp)
-def _lrn(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    x = args[0]
-    size = op.attr("size")
-    lo = (size - 1) // 2  # channels c - lo ... c + (size - 1 - lo) are summed
-    widths = [(0, 0), (lo, size - 1 - lo)] + [(0, 0)] * (x.ndim - 2)
-    sq = np.pad(x * x, widths)
-    total = sliding_window_view(sq, size, axis=1).sum(axis=-1)
-    t = x.dtype.type
-    base = t(op.attr("bias")) + t(op.attr("alpha")) / t(size) * total
-    return x / base ** t(op.attr("beta"))
-
-
 # --- data movement -------------------------------------------------------------------
 
 
-def _result_shape(op: g.GraphOp, i: int = 0) -> tuple[int, ...]:
+def result_shape(op: g.GraphOp, i: int = 0) -> tuple[int, ...]:
     return g.shape_of(op.results[i])
 
 
 @kernel(g.ReshapeOp)
 def _reshape(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    return args[0].reshape(_result_shape(op))
+    return args[0].reshape(result_shape(op))
 
 
 @kernel(g.ExpandOp)
 def _expand(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    return np.array(np.broadcast_to(args[0], _result_shape(op)))
+    return np.array(np.broadcast_to(args[0], result_shape(op)))
 
 
 @kernel(g.TransposeOp)
@@ -346,97 +319,4 @@ def _pad(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     return np.ascontiguousarray(y[crop])
 
 
-# --- convolution, pooling, contractions ----------------------------------------------
-
-
-def _windows(
-    x: np.ndarray,
-    op: g.GraphOp,
-    kernel: tuple[int, ...],
-    pads: tuple[int, ...],
-    fill: float | int = 0,
-) -> np.ndarray:
-    """View (N, C, OH, OW, KH, KW) of the windows of `op` over `x` padded by `pads`
-    with `fill`; windows that ceil_mode lets run past the padding read `fill` too."""
-    out = _result_shape(op)[2:]
-    strides, dil = op.attr("strides"), op.attr("dilations")
-    span = [d * (k - 1) + 1 for d, k in zip(dil, kernel)]
-    widths = [(0, 0), (0, 0)]
-    for i in range(2):
-        need = (out[i] - 1) * strides[i] + span[i]
-        widths.append((pads[i], max(pads[i + 2], need - x.shape[2 + i] - pads[i])))
-    xp = np.pad(x, widths, constant_values=fill)
-    win = sliding_window_view(xp, span, axis=(2, 3))
-    win = win[:, :, :: strides[0], :: strides[1], :: dil[0], :: dil[1]]
-    return win[:, :, : out[0], : out[1]]
-
-
-@kernel(g.Conv2dOp)
-def _conv2d(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    x, w, b = args
-    n, groups = x.shape[0], op.attr("group")
-    o, cg, kh, kw = w.shape
-    win = _windows(x, op, (kh, kw), op.attr("pads"))
-    oh, ow = win.shape[2:4]
-    # im2col per group: (G, N*OH*OW, Cg*KH*KW) @ (G, Cg*KH*KW, O/G)
-    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
-    wmat = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    y = np.matmul(cols, wmat).reshape(groups, n, oh, ow, o // groups)
-    y = y.transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
-    return y + b.reshape(1, o, 1, 1)
-
-
-@kernel(g.MaxPoolOp)
-def _max_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    x = args[0]
-    fill = _lowest(x.dtype)
-    win = _windows(x, op, op.attr("kernel_shape"), op.attr("pads"), fill)
-    return win.max(axis=(-2, -1))
-
-
-@kernel(g.AveragePoolOp)
-def _average_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    x = args[0]
-    kernel_shape, pads = op.attr("kernel_shape"), op.attr("pads")
-    total = _windows(x, op, kernel_shape, pads).sum(axis=(-2, -1), dtype=x.dtype)
-    # Each window divides by the cells it covers: the real ones, and the explicit
-    # padding when count_include_pad (never the cells ceil_mode adds past it).
-    pad_cell = 1 if op.attr("count_include_pad") else 0
-    cells = np.pad(
-        np.ones((1, 1) + x.shape[2:], dtype=x.dtype),
-        [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])],
-        constant_values=pad_cell,
-    )
-    count = _windows(cells, op, kernel_shape, (0, 0, 0, 0))
-    return total / count.sum(axis=(-2, -1), dtype=x.dtype)
-
-
-@kernel(g.GlobalAveragePoolOp)
-def _global_average_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    x = args[0]
-    return np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True)
-
-
-@kernel(g.MatMulOp)
-def _matmul(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    return np.matmul(args[0], args[1])
-
-
-@kernel(g.GemmOp)
-def _gemm(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    a, b, c = args
-    a = a.T if op.attr("trans_a") else a
-    b = b.T if op.attr("trans_b") else b
-    t = a.dtype.type
-    alpha, beta = op.attr("alpha"), op.attr("beta")
-    y = a @ b if alpha == 1 else (a @ b) * t(alpha)
-    if beta == 0:
-        return y
-    return y + (c if beta == 1 else c * t(beta))
-
-
-@kernel(g.ConstantOp)
-def _constant(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    assert isinstance(op, g.ConstantOp)
-    return op.to_array()
+from smelt.runtime import reference_nn  # noqa: E402,F401  (registers nn kernels)

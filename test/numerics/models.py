@@ -1,0 +1,319 @@
+"""Test models: the onnx package's `light_*` architectures, random weights for them,
+and two models built with onnx.helper (a 2-layer MLP, a BERT-style encoder layer).
+
+    LIGHT_MODELS, light_model_path(name), light_inputs(model)
+    random_weights(model, seed)   # every weight random, pre-softmax logits exposed
+    mlp_model(), encoder_layer_model()
+    run_onnxruntime(model, feeds), rel_error(a, b)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+LIGHT_MODELS = [
+    "light_bvlc_alexnet", "light_densenet121", "light_inception_v1",
+    "light_inception_v2", "light_resnet50", "light_shufflenet", "light_squeezenet",
+    "light_vgg19", "light_zfnet512",
+]  # fmt: skip
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light")
+
+
+def light_model_path(name: str) -> str:
+    """Path of the onnx package's `light_*` model `name`."""
+    return os.path.join(LIGHT_DIR, f"{name}.onnx")
+
+
+def light_expected_output(name: str) -> np.ndarray:
+    """The output shipped with `name`, computed from `light_inputs`."""
+    path = os.path.join(LIGHT_DIR, f"{name}_output_0.pb")
+    return numpy_helper.to_array(onnx.load_tensor(path))
+
+
+def real_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def light_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The inputs the onnx backend test feeds a light model: arange(n) / n."""
+    feeds = {}
+    for info in real_inputs(model):
+        shape = [d.dim_value or 1 for d in info.type.tensor_type.shape.dim]
+        n = math.prod(shape)
+        feeds[info.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return feeds
+
+
+def run_onnxruntime(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:
+    """All graph outputs of `model` computed by onnxruntime on the CPU. Big float
+    initializers are fed as inputs: loading 500 MB of protobuf takes ORT seconds."""
+    import onnxruntime as ort
+
+    big = [
+        t for t in model.graph.initializer
+        if t.data_type == TensorProto.FLOAT and math.prod(t.dims) >= 1 << 18
+    ]  # fmt: skip
+    if big:
+        model, feeds = _weights_as_inputs(model, big, feeds)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # the light models carry unused initializers
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))
+
+
+def _weights_as_inputs(model: onnx.ModelProto, big: list, feeds: dict):
+    names = {t.name for t in big}
+    light = onnx.ModelProto()
+    light.ir_version = max(model.ir_version, 4)
+    light.opset_import.extend(model.opset_import)
+    graph = light.graph
+    graph.name = model.graph.name
+    graph.node.extend(model.graph.node)
+    graph.input.extend(i for i in model.graph.input if i.name not in names)
+    graph.input.extend(
+        helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims))
+        for t in big
+    )
+    graph.output.extend(model.graph.output)
+    graph.initializer.extend(t for t in model.graph.initializer if t.name not in names)
+    weights = {t.name: numpy_helper.to_array(t) for t in big}
+    return light, {**feeds, **weights}
+
+
+def rel_error(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| / max |b|: the error relative to the reference's magnitude."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        return math.inf
+    return float(np.max(np.abs(a - b), initial=0) / max(np.max(np.abs(b)), 1e-30))
+
+
+# --- random weights ----------------------------------------------------------------
+
+
+def with_logits(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` that also outputs the input of each Softmax that makes a
+    graph output (the logits: well-conditioned where the probabilities are not)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    outputs = {o.name for o in m.graph.output}
+    for node in m.graph.node:
+        if node.op_type == "Softmax" and node.output[0] in outputs:
+            m.graph.output.append(helper.make_empty_tensor_value_info(node.input[0]))
+    for o in m.graph.output:
+        if not o.type.HasField("tensor_type"):
+            o.type.tensor_type.elem_type = TensorProto.FLOAT
+    return m
+
+
+def _consumers(model: onnx.ModelProto) -> dict[str, list[tuple[onnx.NodeProto, int]]]:
+    users: dict[str, list] = {}
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            users.setdefault(name, []).append((node, i))
+    return users
+
+
+def _role(name: str, users: dict) -> str:
+    """How a weight is used: "scale" (must stay near 1), "matrix" (with its fan-in
+    axis) or "shift"; follows Unsqueeze/Reshape chains to the real consumer."""
+    for node, i in users.get(name, []):
+        if node.op_type in ("Unsqueeze", "Reshape", "Identity", "Squeeze") and i == 0:
+            return _role(node.output[0], users)
+        if node.op_type == "BatchNormalization":
+            return "scale" if i in (1, 4) else "shift"
+        if node.op_type in ("Mul", "LayerNormalization") and i != 2:
+            return "scale"
+        if node.op_type == "Gemm" and i == 1:
+            transposed = any(a.name == "transB" and a.i for a in node.attribute)
+            return "matrix1" if transposed else "matrix0"
+        if node.op_type == "MatMul" and i == 1:
+            return "matrix0"
+        if node.op_type == "Conv" and i == 1:
+            return "matrix1"
+    return "shift"
+
+
+def _random_array(shape, role: str, rng: np.random.Generator) -> np.ndarray:
+    """Uniform weights: near 1 for scales, He-scaled for matrices, small shifts."""
+    if role.startswith("matrix") and len(shape) >= 2:
+        fan_in = shape[0] if role == "matrix0" else math.prod(shape[1:])
+        std = math.sqrt(2.0 / max(fan_in, 1))  # He init keeps deep nets in range
+    else:
+        std = 0.1
+    a = rng.random(shape, np.float32)  # uniform in [0, 1), scaled in place
+    if role == "scale":
+        a += np.float32(0.5)
+    else:
+        a -= np.float32(0.5)
+        a *= np.float32(std * math.sqrt(12))  # the variance of U(-1/2, 1/2) is 1/12
+    return a
+
+
+def random_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """A copy of `model` whose float weights (initializers and ConstantOfShape fills
+    of a constant shape) are random initializers of the same shapes; BatchNorm
+    scale/var and other multiplicative weights stay positive; the pre-softmax logits
+    are an extra output (see `with_logits`)."""
+    rng = np.random.default_rng(seed)
+    m = with_logits(model)
+    users = _consumers(m)
+    inits = {t.name: t for t in m.graph.initializer}
+    weights: dict[str, np.ndarray] = {}
+    for t in m.graph.initializer:
+        if t.data_type == TensorProto.FLOAT and t.name in users:
+            weights[t.name] = _random_array(tuple(t.dims), _role(t.name, users), rng)
+    kept_nodes = []
+    for node in m.graph.node:
+        if node.op_type == "ConstantOfShape" and node.input[0] in inits:
+            shape = tuple(numpy_helper.to_array(inits[node.input[0]]).astype(int))
+            name = node.output[0]
+            weights[name] = _random_array(shape, _role(name, users), rng)
+        else:
+            kept_nodes.append(node)
+    used = {n for node in kept_nodes for n in node.input}
+    keep = [
+        t for t in m.graph.initializer
+        if t.name not in weights and t.name in used
+    ]  # fmt: skip
+    del m.graph.node[:]
+    m.graph.node.extend(kept_nodes)
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(keep)
+    for name, array in weights.items():
+        t = m.graph.initializer.add()  # filled in place: no copy of a big proto
+        t.name, t.data_type = name, TensorProto.FLOAT
+        t.dims.extend(array.shape)
+        t.raw_data = array.tobytes()
+    graph_inputs = [i for i in m.graph.input if i.name in used or i.name not in inits]
+    del m.graph.input[:]
+    m.graph.input.extend(graph_inputs)
+    return m
+
+
+# --- models built with onnx.helper -------------------------------------------------
+
+
+def _init(name: str, array: np.ndarray) -> TensorProto:
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def mlp_model(
+    batch: int = 8, d_in: int = 256, hidden: int = 512, d_out: int = 10, seed: int = 0
+) -> onnx.ModelProto:
+    """x[batch, d_in] → MatMul+Add → Relu → Gemm → Softmax (opset 17)."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((d_in, hidden), np.float32) / np.float32(math.sqrt(d_in))
+    w2 = rng.standard_normal((hidden, d_out), np.float32) / np.float32(
+        math.sqrt(hidden)
+    )
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h0"]),
+        helper.make_node("Add", ["h0", "b1"], ["h1"]),
+        helper.make_node("Relu", ["h1"], ["h2"]),
+        helper.make_node("Gemm", ["h2", "w2", "b2"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, d_in])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, d_out])],
+        [
+            _init("w1", w1),
+            _init("b1", rng.standard_normal(hidden, np.float32) * np.float32(0.1)),
+            _init("w2", w2),
+            _init("b2", rng.standard_normal(d_out, np.float32) * np.float32(0.1)),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def encoder_layer_model(
+    seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 3072, seed: int = 0
+) -> onnx.ModelProto:
+    """One BERT encoder layer on x[1, seq, hidden] (opset 17): multi-head attention
+    (MatMul, Add, Reshape, Transpose, Softmax), residual + LayerNormalization, an
+    Erf-GELU feed-forward block, residual + LayerNormalization. The head merge
+    reshape takes its shape from a Shape → Gather → Unsqueeze → Concat chain, as
+    exported models do."""
+    rng = np.random.default_rng(seed)
+    dh = hidden // heads
+    inits: list[TensorProto] = []
+
+    def weight(name: str, *shape: int, std: float = 0.02) -> str:
+        inits.append(_init(name, rng.standard_normal(shape, np.float32) * np.float32(std)))
+        return name
+
+    def const(name: str, value) -> str:
+        inits.append(_init(name, np.asarray(value)))
+        return name
+
+    n = helper.make_node
+    nodes = []
+    for p in "qkv":
+        nodes += [
+            n("MatMul", ["x", weight(f"w{p}", hidden, hidden)], [f"{p}0"]),
+            n("Add", [f"{p}0", weight(f"b{p}", hidden)], [f"{p}1"]),
+            n("Reshape", [f"{p}1", const(f"{p}_shape", np.array([1, seq, heads, dh]))],
+              [f"{p}2"]),
+        ]  # fmt: skip
+    nodes += [
+        n("Transpose", ["q2"], ["q3"], perm=[0, 2, 1, 3]),
+        n("Transpose", ["k2"], ["k3"], perm=[0, 2, 3, 1]),
+        n("Transpose", ["v2"], ["v3"], perm=[0, 2, 1, 3]),
+        n("MatMul", ["q3", "k3"], ["s0"]),
+        n("Div", ["s0", const("scale", np.float32(math.sqrt(dh)))], ["s1"]),
+        n("Softmax", ["s1"], ["p"], axis=-1),
+        n("MatMul", ["p", "v3"], ["c0"]),
+        n("Transpose", ["c0"], ["c1"], perm=[0, 2, 1, 3]),
+        n("Shape", ["x"], ["xs"]),
+        n("Gather", ["xs", const("i0", np.array(0))], ["d0"], axis=0),
+        n("Gather", ["xs", const("i1", np.array(1))], ["d1"], axis=0),
+        n("Unsqueeze", ["d0", const("ax0", np.array([0]))], ["u0"]),
+        n("Unsqueeze", ["d1", const("ax1", np.array([0]))], ["u1"]),
+        n("Concat", ["u0", "u1", const("hid", np.array([hidden]))], ["merged"], axis=0),
+        n("Reshape", ["c1", "merged"], ["c2"]),
+        n("MatMul", ["c2", weight("wo", hidden, hidden)], ["a0"]),
+        n("Add", ["a0", weight("bo", hidden)], ["a1"]),
+        n("Add", ["x", "a1"], ["r0"]),
+        n("LayerNormalization", ["r0", _ln(inits, rng, "ln0", hidden), "ln0_b"],
+          ["h"], axis=-1, epsilon=1e-12),
+        n("MatMul", ["h", weight("w1", hidden, ffn)], ["f0"]),
+        n("Add", ["f0", weight("b1", ffn)], ["f1"]),
+        # GELU(x) = 0.5 x (1 + erf(x / sqrt 2))
+        n("Div", ["f1", const("sqrt2", np.float32(math.sqrt(2)))], ["g0"]),
+        n("Erf", ["g0"], ["g1"]),
+        n("Add", ["g1", const("one", np.float32(1))], ["g2"]),
+        n("Mul", ["f1", "g2"], ["g3"]),
+        n("Mul", ["g3", const("half", np.float32(0.5))], ["g4"]),
+        n("MatMul", ["g4", weight("w2", ffn, hidden)], ["f2"]),
+        n("Add", ["f2", weight("b2", hidden)], ["f3"]),
+        n("Add", ["h", "f3"], ["r1"]),
+        n("LayerNormalization", ["r1", _ln(inits, rng, "ln1", hidden), "ln1_b"],
+          ["y"], axis=-1, epsilon=1e-12),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "encoder_layer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, hidden])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ln(inits: list, rng: np.random.Generator, name: str, hidden: int) -> str:
+    scale = 1 + rng.standard_normal(hidden, np.float32) * np.float32(0.1)
+    inits.append(_init(f"{name}_s", scale.astype(np.float32)))
+    inits.append(_init(f"{name}_b", rng.standard_normal(hidden, np.float32) * 0.1))
+    return f"{name}_s"

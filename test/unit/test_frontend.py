@@ -1,0 +1,190 @@
+"""The ONNX frontend: module format, folding at import, and one clear error for
+every kind of model it cannot import."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from smelt.dialects import graph as g
+from smelt.errors import SmeltError
+from smelt.frontend.onnx import import_model
+from smelt.runtime.reference import run_graph
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light")
+
+
+def make_model(nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "m", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def value(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def ops_of(module) -> list[str]:
+    main = next(iter(module.ops))
+    return [op.name for op in main.body.block.ops]
+
+
+def test_module_format():
+    model = make_model(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["y"])],
+        [value("x", [1, 3, 8, 8]), value("w", [4, 3, 3, 3])],
+        [value("y", [1, 4, 8, 8])],
+        [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")],
+    )  # fmt: skip
+    module = import_model(model)
+    main = next(iter(module.ops))
+    assert main.sym_name.data == "main"
+    assert [s.data for s in main.attributes["smelt.input_names"].data] == ["x"]
+    assert [s.data for s in main.attributes["smelt.output_names"].data] == ["y"]
+    assert len(main.body.block.args) == 1  # "w" has an initializer: a constant
+    conv = next(op for op in main.body.block.ops if isinstance(op, g.Conv2dOp))
+    assert conv.attr("layout") == "nchw" and conv.attr("pads") == (1, 1, 1, 1)
+    assert g.shape_of(conv.bias) == (4,)  # the missing bias is a zero constant
+    text = str(module)
+    assert "func.func @main(%0: tensor<1x3x8x8xf32>) -> tensor<1x4x8x8xf32>" in text
+    assert "dense_resource<__elided__>" in text  # weights are not printed
+
+
+def test_accepts_path_bytes_and_proto():
+    path = os.path.join(LIGHT, "light_squeezenet.onnx")
+    with open(path, "rb") as f:
+        data = f.read()
+    for source in (path, data, onnx.load(path)):
+        assert "graph.conv2d" in ops_of(import_model(source))
+
+
+def test_truncated_file(tmp_path):
+    with open(os.path.join(LIGHT, "light_resnet50.onnx"), "rb") as f:
+        data = f.read()
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(data[: len(data) // 3])
+    with pytest.raises(SmeltError, match="not a valid ONNX model"):
+        import_model(str(bad))
+    with pytest.raises(SmeltError, match="not a valid ONNX model"):
+        import_model(b"\x12\x34 certainly not protobuf")
+    with pytest.raises(SmeltError, match="not a valid ONNX model"):
+        import_model(b"")
+    with pytest.raises(SmeltError, match="no such file"):
+        import_model(str(tmp_path / "missing.onnx"))
+
+
+def test_lists_every_unsupported_op_and_dynamic_dim():
+    model = make_model(
+        [helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk_1"),
+         helper.make_node("Relu", ["v"], ["r"]),
+         helper.make_node("NonMaxSuppression", ["r", "r"], ["n"]),
+         helper.make_node("Fancy", ["x"], ["f"], domain="com.example"),
+         helper.make_node("Conv", ["x5", "w3"], ["c3"], name="conv3d")],
+        [value("x", ["batch", 3, "h", 8]), value("k", [1], TensorProto.INT64),
+         value("x5", [1, 3, 4, 4, 4]), value("w3", [2, 3, 1, 1, 1])],
+        [value("n", None), value("f", None), value("c3", None)],
+    )  # fmt: skip
+    with pytest.raises(SmeltError) as info:
+        import_model(model)
+    msg = str(info.value)
+    for part in ("TopK 'topk_1'", "NonMaxSuppression#2", "Fancy#3", "com.example",
+                 "input 'x' dim 0 is 'batch'", "input 'x' dim 2 is 'h'",
+                 "--input-shape", "input_shapes="):  # fmt: skip
+        assert part in msg, part
+    # With the shapes fixed, the unsupported ops are still all listed, and the
+    # 3-D conv (found only once shapes are known) joins them.
+    with pytest.raises(SmeltError) as info:
+        import_model(model, {"x": (1, 3, 8, 8), "w3": (2, 3, 1, 1, 1)})
+    msg = str(info.value)
+    assert "TopK 'topk_1'" in msg and "Conv 'conv3d': 3-D Conv" in msg
+    assert "dynamic" not in msg
+
+
+def test_input_shapes_fix_dynamic_dims():
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["y"])], [value("x", ["n", 4])], [value("y", None)]
+    )
+    module = import_model(model, {"x": [2, 4]})
+    out = run_graph(module, {"x": np.full((2, 4), -1, np.float32)})
+    assert out["y"].shape == (2, 4) and (out["y"] == 0).all()
+    with pytest.raises(SmeltError, match="not a model input"):
+        import_model(model, {"x": [2, 4], "z": [1]})
+    with pytest.raises(SmeltError, match="rank 3"):
+        import_model(model, {"x": [2, 4, 1]})
+    with pytest.raises(SmeltError, match="fixes it to 4"):
+        import_model(model, {"x": [2, 5]})
+
+
+def test_shape_gather_concat_reshape_chain_folds():
+    model = make_model(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("Gather", ["s", "zero"], ["d0"], axis=0),
+         helper.make_node("Unsqueeze", ["d0", "axes"], ["u0"]),
+         helper.make_node("Concat", ["u0", "minus1"], ["shape"], axis=0),
+         helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        [value("x", [2, 3, 4])],
+        [value("y", None)],
+        [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+         numpy_helper.from_array(np.array([0], np.int64), "axes"),
+         numpy_helper.from_array(np.array([-1], np.int64), "minus1")],
+    )  # fmt: skip
+    module = import_model(model)
+    assert ops_of(module) == ["graph.reshape", "func.return"]
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(run_graph(module, {"x": x})["y"], x.reshape(2, 12))
+
+
+def test_constant_of_shape_becomes_one_constant():
+    module = import_model(os.path.join(LIGHT, "light_bvlc_alexnet.onnx"))
+    names = ops_of(module)
+    assert names.count("graph.constant") == 16  # one per weight, none duplicated
+    assert "graph.gemm" in names and "graph.lrn" in names
+
+
+def test_non_constant_shape_names_the_node():
+    model = make_model(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn_reshape")],
+        [value("x", [2, 3]), value("s", [2], TensorProto.INT64)],
+        [value("y", None)],
+    )
+    with pytest.raises(SmeltError, match="Reshape 'dyn_reshape'.*shape.*constant"):
+        import_model(model)
+
+
+def test_shape_errors_name_the_node():
+    model = make_model(
+        [helper.make_node("Add", ["x", "z"], ["y"])],
+        [value("x", [2, 3]), value("z", [4])],
+        [value("y", None)],
+    )
+    with pytest.raises(SmeltError, match=r"Add#0.*do not broadcast"):
+        import_model(model)
+
+
+def test_softmax_before_opset_13_flattens_from_axis():
+    model = make_model(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=1)],
+        [value("x", [2, 3, 4])], [value("y", None)], opset=11,
+    )  # fmt: skip
+    module = import_model(model)
+    assert ops_of(module) == ["graph.reshape", "graph.softmax", "graph.reshape",
+                              "func.return"]  # fmt: skip
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    e = np.exp(x.reshape(2, 12) - x.reshape(2, 12).max(1, keepdims=True))
+    want = (e / e.sum(1, keepdims=True)).reshape(2, 3, 4)
+    np.testing.assert_allclose(run_graph(module, {"x": x})["y"], want, rtol=1e-6)
+
+
+def test_training_outputs_are_unsupported():
+    model = make_model(
+        [helper.make_node("Dropout", ["x"], ["y", "mask"])],
+        [value("x", [2, 3])],
+        [value("y", None), value("mask", None)],
+        opset=11,
+    )
+    with pytest.raises(SmeltError, match="mask output of Dropout"):
+        import_model(model)
