@@ -126,6 +126,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def one_line(error: Exception) -> str:
+    """A multi-line error (a list of problems) as one line for the terminal."""
+    lines = [line.strip().removeprefix("- ") for line in str(error).splitlines()]
+    lines = [line for line in lines if line]
+    if len(lines) <= 1:
+        return "".join(lines)
+    return lines[0] + " " + "; ".join(lines[1:])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="smelt", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -155,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except SmeltError as e:
-        print(f"smelt: error: {e}", file=sys.stderr)
+        print(f"smelt: error: {one_line(e)}", file=sys.stderr)
         return 1
 
 
