@@ -1,25 +1,25 @@
 """The convert-graph-to-loop pass: graph-dialect functions to loop-level kernels.
 
-Op vocabulary of the output (what the LLVM and Triton emitters must implement):
+Op vocabulary of the output, exactly `VOCABULARY` below (what the LLVM and Triton
+emitters must implement):
 
-* builtin.module, func.func (kernels carry the unit attribute `loop.kernel`),
+* builtin.module; func.func (kernels carry the unit attribute `loop.kernel`),
   func.call, func.return
-* loop.for (static bounds, step 1, kind parallel/reduction, optional iter_args),
+* loop.for (static bounds, step 1, kind parallel or reduction, optional iter_args),
   loop.yield, loop.alloc, loop.constant, loop.view
-* memref.load, memref.store (indices of type index; i1 elements are stored as bytes)
-* arith.constant (index, integer, f32, f64 values)
-* index and integer math: arith.addi, arith.subi, arith.muli, arith.divsi,
-  arith.divui, arith.remsi, arith.andi, arith.ori, arith.cmpi, arith.select,
-  arith.index_cast
-* float math: arith.addf, arith.subf, arith.mulf, arith.divf, arith.negf,
-  arith.maximumf, arith.minimumf, arith.cmpf (oeq, olt, ogt, oge, ole, une)
-* conversions: arith.extf, arith.truncf, arith.sitofp, arith.uitofp, arith.fptosi,
-  arith.fptoui, arith.extsi, arith.extui, arith.trunci
-* math.exp, math.log, math.tanh, math.erf, math.sqrt, math.powf, math.absf,
-  math.floor, math.ceil
+* memref.load, memref.store (indices of type index; i1 elements are bytes)
+* arith.constant (index, integer and float values; floats include inf and NaN)
+* on index and integers: arith.addi, subi, muli, divsi, divui, remsi, andi, ori,
+  cmpi (eq ne slt sgt sge ult ugt), select, index_cast
+* on floats: arith.addf, subf, mulf, divf, negf, maximumf, minimumf,
+  cmpf (oeq olt ogt oge une)
+* conversions: arith.extf, truncf, sitofp, uitofp, fptosi, fptoui, extsi, extui,
+  trunci
+* math.exp, log, tanh, erf, sqrt, powf, absf, floor, ceil
 
-16-bit floats appear only in memref.load/store, arith.extf/truncf (to and from f32)
-and the int-to-float / float-to-int casts of graph.cast; arithmetic on them is f32.
+Floats are computed in f32 or f64: f16/bf16 appear only in memref.load/store,
+arith.extf/truncf, and graph.cast's int-float conversions. Integer division is
+guarded (x / 0 gives 0, MIN / -1 wraps) so no kernel traps.
 """
 
 from __future__ import annotations
@@ -40,6 +40,60 @@ from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import copy_nest
 
 Lowering = Callable[[LoweringContext, Operation], None]
+
+VOCABULARY = frozenset(
+    [
+        "builtin.module",
+        "func.func",
+        "func.call",
+        "func.return",
+        "loop.for",
+        "loop.yield",
+        "loop.alloc",
+        "loop.constant",
+        "loop.view",
+        "memref.load",
+        "memref.store",
+        "arith.constant",
+        "arith.addi",
+        "arith.subi",
+        "arith.muli",
+        "arith.divsi",
+        "arith.divui",
+        "arith.remsi",
+        "arith.andi",
+        "arith.ori",
+        "arith.cmpi",
+        "arith.select",
+        "arith.index_cast",
+        "arith.addf",
+        "arith.subf",
+        "arith.mulf",
+        "arith.divf",
+        "arith.negf",
+        "arith.maximumf",
+        "arith.minimumf",
+        "arith.cmpf",
+        "arith.extf",
+        "arith.truncf",
+        "arith.sitofp",
+        "arith.uitofp",
+        "arith.fptosi",
+        "arith.fptoui",
+        "arith.extsi",
+        "arith.extui",
+        "arith.trunci",
+        "math.exp",
+        "math.log",
+        "math.tanh",
+        "math.erf",
+        "math.sqrt",
+        "math.powf",
+        "math.absf",
+        "math.floor",
+        "math.ceil",
+    ]
+)
 
 LOWERINGS: dict[type[Operation], Lowering] = {
     **lower_elementwise.LOWERINGS,
@@ -93,9 +147,9 @@ def _is_graph_function(op: Operation) -> bool:
     if not isinstance(op, func.FuncOp) or loop.is_kernel(op):
         return False
     ftype = op.function_type
-    return any(isinstance(t, TensorType) for t in (*ftype.inputs, *ftype.outputs)) or any(
-        isinstance(o, graph.GraphOp) for o in op.walk()
-    )
+    return any(
+        isinstance(t, TensorType) for t in (*ftype.inputs, *ftype.outputs)
+    ) or any(isinstance(o, graph.GraphOp) for o in op.walk())
 
 
 @dataclass(frozen=True)
@@ -117,7 +171,8 @@ class ConvertGraphToLoopPass(ModulePass):
           func.return %y : tensor<4xf32>
         }
       becomes
-        func.func @relu_0(%x: memref<4xf32>, %y: memref<4xf32>) attributes {loop.kernel} {
+        func.func @relu_0(%x: memref<4xf32>, %y: memref<4xf32>)
+            attributes {loop.kernel} {
           loop.for %i = 0 to 4 step 1 parallel { ... memref.store ... }
           func.return
         }

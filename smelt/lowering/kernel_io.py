@@ -78,7 +78,9 @@ class KernelIO:
     def write(self, j: int, value: SSAValue, idx: Sequence[Index]) -> None:
         known = {self.anchor.results[j]: value}
         for v, buffer in self._outputs.get(j, []):
-            self.k.store_value(evaluate(self.k, v, list(idx), self.inputs, known), buffer, idx)
+            self.k.store_value(
+                evaluate(self.k, v, list(idx), self.inputs, known), buffer, idx
+            )
 
     def operand_buffer(self, i: int) -> SSAValue:
         """The buffer holding operand i (an error when a prologue computes it)."""

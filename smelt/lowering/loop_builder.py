@@ -1,4 +1,4 @@
-"""KernelBuilder: writes one loop-level kernel (loop nests, loads, stores, index math)."""
+"""KernelBuilder: writes one loop-level kernel (loop nests, loads, stores, indices)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     AnyFloat,
-    FloatAttr,
     Float32Type,
+    FloatAttr,
     IndexType,
     IntegerAttr,
     IntegerType,
@@ -87,7 +87,7 @@ class KernelBuilder:
 
     # --- constants -----------------------------------------------------------------
 
-    def constant(self, value: int | float | bool, type: Attribute) -> SSAValue:
+    def constant(self, value: float | bool, type: Attribute) -> SSAValue:
         """A hoisted `arith.constant` of `type` (index, integer or float)."""
         key = (type, repr(value))
         if key not in self._constants:
@@ -119,8 +119,10 @@ class KernelBuilder:
             self._cursor = outer
 
     @contextmanager
-    def nest(self, bounds: Sequence[int], kind: str = PARALLEL) -> Iterator[list[Index]]:
-        """Perfectly nested loops over `bounds` (outermost first); zero loops allowed."""
+    def nest(
+        self, bounds: Sequence[int], kind: str = PARALLEL
+    ) -> Iterator[list[Index]]:
+        """Perfectly nested loops over `bounds`, outermost first (zero loops: none)."""
         ivs: list[Index] = []
         outer = self._cursor
         ops = []
@@ -185,7 +187,9 @@ class KernelBuilder:
     def in_range(self, value: Index, lo: int, hi: int) -> SSAValue:
         """lo <= value < hi as an i1."""
         return self.op(
-            arith.AndIOp, self.cmp_index(value, "sge", lo), self.cmp_index(value, "slt", hi)
+            arith.AndIOp,
+            self.cmp_index(value, "sge", lo),
+            self.cmp_index(value, "slt", hi),
         )
 
     def clamp(self, value: Index, lo: int, hi: int) -> Index:
@@ -212,7 +216,9 @@ class KernelBuilder:
         """The element as stored (signless, f16 stays f16)."""
         return self.emit(memref.LoadOp.get(buffer, list(indices)))
 
-    def store(self, value: SSAValue, buffer: SSAValue, indices: Sequence[Index]) -> None:
+    def store(
+        self, value: SSAValue, buffer: SSAValue, indices: Sequence[Index]
+    ) -> None:
         self.emit(memref.StoreOp.get(value, buffer, list(indices)))
 
     def load_value(self, buffer: SSAValue, indices: Sequence[Index]) -> SSAValue:

@@ -59,7 +59,7 @@ class LoweringContext:
         self.buffers[value] = buffer
         return buffer
 
-    # --- kernels -----------------------------------------------------------------------
+    # --- kernels ---------------------------------------------------------------------
 
     def unique_name(self, base: str) -> str:
         counter = 0

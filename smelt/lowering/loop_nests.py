@@ -41,13 +41,15 @@ def copy_nest(
     src_index: IndexMap,
     dst_index: IndexMap = lambda ivs: ivs,
 ) -> None:
-    """dst[dst_index(i)] = src[src_index(i)] for i over `bounds` (raw bytes, no math)."""
+    """dst[dst_index(i)] = src[src_index(i)] for i over `bounds` (raw elements)."""
     with k.nest(bounds) as ivs:
         value = k.load(src, src_index(ivs))
         k.store(value, dst, dst_index(ivs))
 
 
-def offset_along(k: KernelBuilder, ivs: Sequence[Index], axis: int, offset: int) -> list[Index]:
+def offset_along(
+    k: KernelBuilder, ivs: Sequence[Index], axis: int, offset: int
+) -> list[Index]:
     """ivs with `offset` added on `axis`."""
     out = list(ivs)
     out[axis] = k.affine([(ivs[axis], 1)], offset)

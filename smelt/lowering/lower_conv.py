@@ -17,7 +17,9 @@ from smelt.lowering.lower_data import pad_nest
 from smelt.lowering.scalar_ops import Arith
 
 
-def _window_attrs(op: Operation, spatial: int) -> tuple[list[int], list[int], list[int]]:
+def _window_attrs(
+    op: Operation, spatial: int
+) -> tuple[list[int], list[int], list[int]]:
     """strides, pads (begins then ends) and dilations, with ONNX defaults."""
     attr = op.attr  # type: ignore[attr-defined]
     strides = list(attr("strides") or (1,) * spatial)
@@ -31,10 +33,12 @@ def _window_attrs(op: Operation, spatial: int) -> tuple[list[int], list[int], li
 def _check_layout(op: Operation) -> None:
     layout = op.attr("layout", "nchw")  # type: ignore[attr-defined]
     if layout != "nchw":
-        raise SmeltError(f"{op.name}: layout {layout!r} is not supported yet (nchw only)")
+        raise SmeltError(
+            f"{op.name}: layout {layout!r} is not supported yet (nchw only)"
+        )
 
 
-# --- conv2d ------------------------------------------------------------------------------
+# --- conv2d -------------------------------------------------------------------------
 
 
 def prepare_conv2d(
@@ -132,14 +136,16 @@ def _conv_register(
             c = k.affine([(g, cg_), (ic, 1)])
             ih = k.affine([(oh, strides[0]), (kh, dilations[0])])
             iw = k.affine([(ow, strides[1]), (kw, dilations[1])])
-            product = a.mul(io.read(1, [o, ic, kh, kw]), k.load_value(x, [n, c, ih, iw]))
+            product = a.mul(
+                io.read(1, [o, ic, kh, kw]), k.load_value(x, [n, c, ih, iw])
+            )
             return [a.add(acc[0], product)]
 
         (total,) = k.reduce([cg_, kh_, kw_], [io.read(2, [o])], step)
         io.write(0, total, [n, o, oh, ow])
 
 
-# --- pools -------------------------------------------------------------------------------
+# --- pools --------------------------------------------------------------------------
 
 
 def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
@@ -151,7 +157,9 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
     k = io.k
     a = Arith(k, graph.element_type_of(op.input))
     if not is_max and not a.is_float:
-        raise SmeltError(f"{op.name} on {a.graph_type} is not supported: it needs floats")
+        raise SmeltError(
+            f"{op.name} on {a.graph_type} is not supported: it needs floats"
+        )
     in_sp, out_sp = graph.shape_of(op.input)[2:], graph.shape_of(op.result)[2:]
     nsp = len(in_sp)
     kernel = list(op.attr("kernel_shape"))
@@ -174,7 +182,9 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
         def step(kivs: list[Index], accs: list[SSAValue]) -> list[SSAValue]:
             index, inside, in_padded = [], [], []
             for d in range(nsp):
-                i = k.affine([(ivs[2 + d], strides[d]), (kivs[d], dilations[d])], -lows[d])
+                i = k.affine(
+                    [(ivs[2 + d], strides[d]), (kivs[d], dilations[d])], -lows[d]
+                )
                 if include_pad and counted[d]:
                     in_padded.append(k.in_range(i, -lows[d], in_sp[d] + highs[d]))
                 if guarded[d]:
@@ -190,7 +200,9 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
                 new.append(a.add(accs[1], a.select(counts, a.one(), a.zero())))
             return new
 
-        inits = [a.lowest() if is_max else a.zero()] + ([a.zero()] if dynamic_count else [])
+        inits = [a.lowest() if is_max else a.zero()] + (
+            [a.zero()] if dynamic_count else []
+        )
         accs = k.reduce(kernel, inits, step)
         result = accs[0]
         if not is_max:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType
@@ -15,7 +16,7 @@ from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import broadcast_index, copy_nest, offset_along
 from smelt.lowering.scalar_ops import memref_type
 
-# --- no kernel: constants, views, aliases ------------------------------------------------
+# --- no kernel: constants, views, aliases --------------------------------------------
 
 
 def lower_constant(ctx: LoweringContext, op: graph.ConstantOp) -> None:
@@ -33,7 +34,7 @@ def lower_alias(ctx: LoweringContext, op: Operation) -> None:
     ctx.bind(op.results[0], ctx.buffer(op.operands[0]))
 
 
-# --- copies ------------------------------------------------------------------------------
+# --- copies -------------------------------------------------------------------------
 
 
 def lower_expand(ctx: LoweringContext, op: graph.ExpandOp) -> None:
@@ -61,10 +62,8 @@ def lower_concat(ctx: LoweringContext, op: graph.ConcatOp) -> None:
     axis = graph.normalize_axis(op.attr("axis"), len(shape(dst)))
     offset = 0
     for src in k.inputs:
-        at = offset  # bind the current offset for the closure
-        copy_nest(
-            k, src, dst, shape(src), lambda ivs: ivs, lambda ivs: offset_along(k, ivs, axis, at)
-        )
+        place = partial(offset_along, k, axis=axis, offset=offset)
+        copy_nest(k, src, dst, shape(src), lambda ivs: ivs, place)
         offset += shape(src)[axis]
 
 
@@ -74,8 +73,8 @@ def lower_split(ctx: LoweringContext, op: graph.SplitOp) -> None:
     axis = graph.normalize_axis(op.attr("axis"), len(shape(src)))
     offset = 0
     for dst in k.outputs:
-        at = offset
-        copy_nest(k, src, dst, shape(dst), lambda ivs: offset_along(k, ivs, axis, at))
+        place = partial(offset_along, k, axis=axis, offset=offset)
+        copy_nest(k, src, dst, shape(dst), place)
         offset += shape(dst)[axis]
 
 
@@ -83,7 +82,9 @@ def lower_slice(ctx: LoweringContext, op: graph.SliceOp) -> None:
     k = ctx.op_kernel(op)
     (src,), (dst,) = k.inputs, k.outputs
     starts, steps = op.attr("starts"), op.attr("steps")
-    for dim, (size, n, start, step) in enumerate(zip(shape(src), shape(dst), starts, steps)):
+    for dim, (size, n, start, step) in enumerate(
+        zip(shape(src), shape(dst), starts, steps)
+    ):
         last = start + (n - 1) * step
         if n and not (0 <= start < size and 0 <= last < size):
             raise SmeltError(
@@ -108,7 +109,9 @@ def lower_gather(ctx: LoweringContext, op: graph.GatherOp) -> None:
         raise SmeltError(f"{op.name}: gathers from an empty axis {axis}")
 
     def src_index(ivs: list[Index]) -> list[Index]:
-        raw = k.op(arith.IndexCastOp, k.load(indices, ivs[axis : axis + rank]), IndexType())
+        raw = k.op(
+            arith.IndexCastOp, k.load(indices, ivs[axis : axis + rank]), IndexType()
+        )
         # Negative indices count from the end; out-of-range ones are clamped so that
         # no read leaves the buffer.
         wrapped = k.op(arith.AddiOp, raw, k.index(size))
@@ -154,7 +157,9 @@ def pad_nest(
         index, valid = [], []
         for d, iv in enumerate(ivs):
             lo, hi, size = pads[d], pads[d + rank], in_shape[d]
-            i, ok = _pad_index(k, mode, k.affine([(iv, 1)], -lo), size, lo > 0 or hi > 0)
+            i, ok = _pad_index(
+                k, mode, k.affine([(iv, 1)], -lo), size, lo > 0 or hi > 0
+            )
             index.append(i)
             if ok is not None:
                 valid.append(ok)

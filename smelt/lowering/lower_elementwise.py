@@ -99,7 +99,10 @@ def _clip(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
 
 
 SCALAR: dict[type[Operation], Scalar] = {
-    **{cls: (lambda k, op, v, fn=fn: fn(_arith(k, op), v[0])) for cls, fn in UNARY.items()},
+    **{
+        cls: (lambda k, op, v, fn=fn: fn(_arith(k, op), v[0]))
+        for cls, fn in UNARY.items()
+    },
     **{
         cls: (lambda k, op, v, fn=fn: fn(_arith(k, op), v[0], v[1]))
         for cls, fn in BINARY.items()
@@ -132,7 +135,7 @@ def evaluate(
         if scalar is None:
             name = getattr(op, "name", "a block argument")
             raise SmeltError(f"{name} cannot be computed elementwise inside a kernel")
-        operands = [evaluate(k, v, idx, buffers, known) for v in op.operands]  # type: ignore[union-attr]
+        operands = [evaluate(k, v, idx, buffers, known) for v in op.operands]
         result = scalar(k, op, operands)  # type: ignore[arg-type]
     known[value] = result
     return result

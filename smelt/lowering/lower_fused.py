@@ -35,7 +35,9 @@ def _emit_anchored(
     def operand_buffer(i: int) -> SSAValue:
         value = anchor_op.operands[i]
         if value not in buffer_of:
-            raise SmeltError(f"{anchor_op.name} cannot take a fused prologue on operand {i}")
+            raise SmeltError(
+                f"{anchor_op.name} cannot take a fused prologue on operand {i}"
+            )
         return buffer_of[value]
 
     extra = anchor.prepare(ctx, anchor_op, operand_buffer) if anchor.prepare else []
@@ -72,9 +74,7 @@ def lower_fused(ctx: LoweringContext, op: graph.FusedOp) -> None:
         names = ", ".join(o.name for o in anchors)
         raise SmeltError(f"graph.fused holds several anchors ({names}); it needs one")
     inputs = [(arg, ctx.buffer(v)) for arg, v in zip(block.args, op.inputs)]
-    outputs = [
-        (v, ctx.result_buffer(r)) for v, r in zip(terminator.values, op.outputs)
-    ]
+    outputs = [(v, ctx.result_buffer(r)) for v, r in zip(terminator.values, op.outputs)]
     name = "fused_" + op.kind.data
     if anchors:
         _emit_anchored(ctx, name, anchors[0], inputs, outputs)

@@ -20,7 +20,9 @@ from smelt.lowering.scalar_ops import Arith
 def _arith(io: KernelIO, op: Operation, float_only: bool = True) -> Arith:
     element_type = graph.element_type_of(op.operands[0])
     if float_only and not dtypes.is_float(element_type):
-        raise SmeltError(f"{op.name} on {element_type} is not supported: it needs floats")
+        raise SmeltError(
+            f"{op.name} on {element_type} is not supported: it needs floats"
+        )
     return Arith(io.k, element_type)
 
 
@@ -32,10 +34,10 @@ def _reduce(io: KernelIO, op: Operation, axes: tuple[int, ...], keepdims: bool) 
         inits, combine = (lambda: [a.lowest()]), (lambda v, acc: [a.max(acc[0], v)])
     else:
         inits, combine = (lambda: [a.zero()]), (lambda v, acc: [a.add(acc[0], v)])
-    finish: Callable[[list[SSAValue]], SSAValue] = lambda acc: acc[0]  # noqa: E731
+    finish: Callable[[list[SSAValue]], SSAValue] = lambda acc: acc[0]
     mean = isinstance(op, graph.ReduceMeanOp | graph.GlobalAveragePoolOp)
     if mean and a.storage != dtypes.i1:  # integers divide truncating toward zero
-        finish = lambda acc: a.div(acc[0], a.const(count))  # noqa: E731
+        finish = lambda acc: a.div(acc[0], a.const(count))
     reduce_axes(
         io.k,
         in_shape,
@@ -51,12 +53,16 @@ def _reduce(io: KernelIO, op: Operation, axes: tuple[int, ...], keepdims: bool) 
 
 def emit_reduce(io: KernelIO, op: graph.ReduceOp) -> None:
     rank = len(graph.shape_of(op.input))
-    _reduce(io, op, graph.reduced_axes(op.attr("axes"), rank), bool(op.attr("keepdims")))
+    _reduce(
+        io, op, graph.reduced_axes(op.attr("axes"), rank), bool(op.attr("keepdims"))
+    )
 
 
 def emit_global_average_pool(io: KernelIO, op: graph.GlobalAveragePoolOp) -> None:
     if op.attr("layout", "nchw") != "nchw":
-        raise SmeltError(f"{op.name}: layout {op.attr('layout')!r} is not supported yet")
+        raise SmeltError(
+            f"{op.name}: layout {op.attr('layout')!r} is not supported yet"
+        )
     _arith(io, op)
     _reduce(io, op, tuple(range(2, len(graph.shape_of(op.input)))), True)
 
@@ -77,8 +83,12 @@ def emit_softmax(io: KernelIO, op: graph.SoftmaxOp) -> None:
         def shifted_exp(j: Index) -> SSAValue:
             return a.math(math.ExpOp, a.sub(io.read(0, at(j)), peak))
 
-        (peak,) = k.reduce([n], [a.lowest()], lambda j, acc: [a.max(acc[0], io.read(0, at(j[0])))])
-        (total,) = k.reduce([n], [a.zero()], lambda j, acc: [a.add(acc[0], shifted_exp(j[0]))])
+        (peak,) = k.reduce(
+            [n], [a.lowest()], lambda j, acc: [a.max(acc[0], io.read(0, at(j[0])))]
+        )
+        (total,) = k.reduce(
+            [n], [a.zero()], lambda j, acc: [a.add(acc[0], shifted_exp(j[0]))]
+        )
         with k.loop(n) as j:
             io.write(0, a.div(shifted_exp(j), total), at(j))
 

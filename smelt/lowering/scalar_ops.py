@@ -35,7 +35,9 @@ def memref_type(t: TensorType) -> MemRefType:
     """The loop-level buffer type for a static graph tensor type."""
     dims = tuple(t.get_shape())
     if any(d < 0 for d in dims):
-        raise SmeltError(f"tensor type {t} has a dynamic dimension; shapes must be static")
+        raise SmeltError(
+            f"tensor type {t} has a dynamic dimension; shapes must be static"
+        )
     return MemRefType(storage_type(t.element_type), dims)
 
 
@@ -58,7 +60,7 @@ class Arith:
 
     # --- constants -----------------------------------------------------------------
 
-    def const(self, value: float | int) -> SSAValue:
+    def const(self, value: float) -> SSAValue:
         if self.is_float:
             return self.k.constant(float(value), self.type)
         return self.k.constant(int(value), self.type)
@@ -142,12 +144,14 @@ class Arith:
         minus_one = self.const(-1)
         sign = self.select(odd, minus_one, one)
         truncated = self.select(
-            self.cmp("eq", a, one), one, self.select(self.cmp("eq", a, minus_one), sign, zero)
+            self.cmp("eq", a, one),
+            one,
+            self.select(self.cmp("eq", a, minus_one), sign, zero),
         )
         return self.select(negative, truncated, power)
 
     def cmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        """pred in eq/ne/lt/le/gt/ge; ordered for floats (NaN compares false, but ne)."""
+        """pred in eq/ne/lt/le/gt/ge; ordered for floats (NaN compares false but ne)."""
         if self.is_float:
             fpred = "une" if pred == "ne" else "o" + pred
             return self.k.op(arith.CmpfOp, a, b, fpred)

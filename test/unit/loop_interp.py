@@ -165,7 +165,9 @@ _SCALAR = {
 class Interpreter:
     def __init__(self, module: ModuleOp):
         self.funcs = {
-            f.sym_name.data: f for f in module.body.block.ops if isinstance(f, func.FuncOp)
+            f.sym_name.data: f
+            for f in module.body.block.ops
+            if isinstance(f, func.FuncOp)
         }
         self.ops_run = 0
 
@@ -200,7 +202,9 @@ class Interpreter:
                 assert isinstance(v, IntegerAttr)
                 env[op.result] = _wrap(v.value.data, v.type)
         elif name in ("memref.load", "memref.store"):
-            buf, idx = (vals[0], vals[1:]) if name == "memref.load" else (vals[1], vals[2:])
+            buf, idx = (
+                (vals[0], vals[1:]) if name == "memref.load" else (vals[1], vals[2:])
+            )
             if len(idx) != buf.ndim or any(
                 not 0 <= i < d for i, d in zip(idx, buf.shape)
             ):
@@ -222,7 +226,9 @@ class Interpreter:
             env[op.result] = sentinel(op.result.type)
         elif isinstance(op, loop.ConstantOp):
             array = graph.dense_to_array(op.value)
-            env[op.result] = array.astype(np_type(op.result.type.element_type), copy=True)
+            env[op.result] = array.astype(
+                np_type(op.result.type.element_type), copy=True
+            )
         elif isinstance(op, loop.ViewOp):
             env[op.result] = vals[0].reshape(op.result.type.get_shape())
         elif isinstance(op, func.CallOp):

@@ -1,0 +1,535 @@
+"""convert-graph-to-loop: every graph op lowered, run by the strict loop interpreter
+(bounds-checked, unwritten outputs visible) and by the llvm target, against the
+numpy reference executor; plus the IR contract and the error cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from loop_interp import Interpreter, sentinel
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.parser import Parser
+
+from smelt.dialects import dtypes, graph, loop
+from smelt.errors import SmeltError
+from smelt.lowering.convert_graph_to_loop import VOCABULARY, ConvertGraphToLoopPass
+from smelt.lowering.llvm.jit import compile_to_native
+from smelt.passes.graph_fuse import GraphFusePass
+from smelt.runtime.reference import run_graph
+from smelt.universe import make_context
+
+RNG = np.random.default_rng(7)
+
+
+def randn(*shape: int, dtype=np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def ints(lo: int, hi: int, *shape: int, dtype=np.int32) -> np.ndarray:
+    return RNG.integers(lo, hi, shape).astype(dtype)
+
+
+class Graph:
+    """Builds a graph-level @main over numpy inputs, op by op."""
+
+    def __init__(self, *inputs: np.ndarray):
+        self.inputs = [np.asarray(a) for a in inputs]
+        types = [graph.tensor(dtypes.from_numpy(a.dtype), a.shape) for a in self.inputs]
+        self.block = Block(arg_types=types)
+        self.args = list(self.block.args)
+
+    def __call__(self, cls, *operands: SSAValue, **attrs):
+        op = cls.build(list(operands), **attrs)
+        self.block.add_op(op)
+        return op.results[0] if len(op.results) == 1 else list(op.results)
+
+    def const(self, array: np.ndarray) -> SSAValue:
+        op = graph.ConstantOp.from_array(np.asarray(array))
+        self.block.add_op(op)
+        return op.result
+
+    def module(self, *outputs: SSAValue) -> ModuleOp:
+        self.block.add_op(func.ReturnOp(*outputs))
+        ftype = ([a.type for a in self.args], [o.type for o in outputs])
+        main = func.FuncOp("main", ftype, Region(self.block))
+        module = ModuleOp([main])
+        module.verify()
+        return module
+
+
+def lower(module: ModuleOp, fuse: bool = False) -> ModuleOp:
+    if fuse:
+        GraphFusePass().apply(make_context(), module)
+    ConvertGraphToLoopPass().apply(make_context(), module)
+    module.verify()
+    return module
+
+
+def main_of(module: ModuleOp) -> func.FuncOp:
+    return next(f for f in module.ops if f.sym_name.data == "main")
+
+
+def check(g: Graph, *outputs: SSAValue, rtol=1e-5, atol=1e-6, fuse=False, native=True):
+    """Lowers, then compares the interpreter and the native code with the reference."""
+    module = g.module(*outputs)
+    names = [f"input_{i}" for i in range(len(g.inputs))]
+    expected = list(run_graph(module, dict(zip(names, g.inputs))).values())
+    lower(module, fuse)
+    assert {op.name for op in module.walk()} <= VOCABULARY
+    types = main_of(module).function_type.inputs.data
+    runs = {}
+    args = [a.copy(order="C").view(sentinel(t).dtype) for a, t in zip(g.inputs, types)]
+    outs = [sentinel(t) for t in types[len(g.inputs) :]]
+    Interpreter(module).run("main", args + outs)
+    runs["interpreter"] = outs
+    if native:
+        outs = [np.full(e.shape, 77, e.dtype) for e in expected]
+        compile_to_native(module).run([a.copy(order="C") for a in g.inputs] + outs)
+        runs["llvm"] = outs
+    for how, outs in runs.items():
+        for want, got in zip(expected, outs, strict=True):
+            got = got.view(want.dtype)
+            if want.dtype.kind == "f":
+                np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=how)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=how)
+    return module
+
+
+# --- elementwise -------------------------------------------------------------------
+
+UNARY = [
+    graph.ReluOp, graph.SigmoidOp, graph.TanhOp, graph.ExpOp, graph.ErfOp, graph.NegOp,
+    graph.AbsOp, graph.FloorOp, graph.CeilOp,
+]  # fmt: skip
+BINARY = [
+    graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp, graph.MaxOp, graph.MinOp,
+    graph.EqualOp, graph.LessOp, graph.GreaterOp,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", UNARY, ids=lambda c: c.name)
+def test_unary_f32(cls):
+    x = randn(2, 3, 5) * 4
+    x[0, 0, :3] = [0.0, -0.0, 100.0]  # sigmoid(-100) must not round to 0
+    g = Graph(x)
+    check(g, g(cls, g.args[0]))
+
+
+@pytest.mark.parametrize("cls", [graph.LogOp, graph.SqrtOp, graph.ReciprocalOp])
+def test_unary_positive(cls):
+    g = Graph(np.abs(randn(7)) + 0.1)
+    check(g, g(cls, g.args[0]))
+
+
+@pytest.mark.parametrize("cls", BINARY + [graph.PowOp], ids=lambda c: c.name)
+def test_binary_broadcast_f32(cls):
+    g = Graph(np.abs(randn(2, 1, 5)) + 0.5, randn(3, 1))
+    check(g, g(cls, *g.args))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
+def test_integer_elementwise(dtype):
+    signed = np.dtype(dtype).kind == "i"
+    a = ints(-60 if signed else 0, 60, 3, 5, dtype=dtype)
+    b = ints(-7 if signed else 1, 8, 5, dtype=dtype)
+    b[b == 0] = 3
+    g = Graph(a, b)
+    outs = [g(cls, *g.args) for cls in BINARY + [graph.PowOp]]
+    outs += [g(cls, g.args[0]) for cls in (graph.NegOp, graph.AbsOp, graph.ReluOp)]
+    check(g, *outs, native=dtype is np.int32)
+
+
+def test_integer_pow_negative_exponent_and_div_truncation():
+    a = np.array([-3, -1, 0, 1, 2, 3, -2, 5, -7, 7], np.int32)
+    b = np.array([-2, -3, 3, -1, 5, 0, 3, -1, 2, -2], np.int32)
+    g = Graph(a, b)
+    check(g, g(graph.PowOp, *g.args), g(graph.DivOp, *g.args))
+
+
+def test_leaky_relu_clip_where():
+    g = Graph(randn(4, 5), np.array([-0.5], np.float32), np.array(0.7, np.float32))
+    cond = g(graph.GreaterOp, g.args[0], g.args[1])
+    outs = [
+        g(graph.LeakyReluOp, g.args[0], alpha=0.1),
+        g(graph.ClipOp, *g.args),
+        g(graph.WhereOp, cond, g.args[0], g(graph.NegOp, g.args[0])),
+    ]
+    check(g, *outs)
+
+
+CAST_SOURCES = {
+    np.float32: np.array(
+        [-300.7, -2.5, -1.0, -0.5, 0, 0.5, 1.9, 2.5, 99.9], np.float32
+    ),
+    np.float16: np.array([-2.5, -1.0, 0, 0.5, 1.9, 100], np.float16),
+    np.float64: np.array([-2.5, -1.0, 0, 0.5, 1.9, 1e10], np.float64),
+    np.int8: np.array([-128, -1, 0, 1, 127], np.int8),
+    np.uint8: np.array([0, 1, 128, 255], np.uint8),
+    np.int64: np.array([-(2**40), -1, 0, 1, 2**40], np.int64),
+    np.bool_: np.array([True, False, True]),
+}
+CAST_TARGETS = [
+    np.float32,
+    np.float64,
+    np.float16,
+    np.int8,
+    np.uint8,
+    np.int64,
+    np.bool_,
+]
+
+
+@pytest.mark.parametrize("src", list(CAST_SOURCES), ids=lambda t: np.dtype(t).name)
+def test_cast(src):
+    x = CAST_SOURCES[src]
+    g = Graph(x)
+    outs = []
+    for dst in CAST_TARGETS:
+        if np.dtype(src).kind == "f" and np.dtype(dst).kind in "iu":
+            if dst in (np.int8, np.uint8):  # numpy leaves out-of-range casts undefined
+                continue
+            if src is np.float64:
+                continue
+        outs.append(g(graph.CastOp, g.args[0], to=dtypes.from_numpy(np.dtype(dst))))
+    # f64 -> f16 is checked by the interpreter only: llvmlite lacks __truncdfhf2.
+    check(g, *outs, rtol=1e-3, native=src is not np.float64)
+
+
+def test_f16_elementwise_computes_in_f32():
+    g = Graph(randn(3, 4, dtype=np.float16), randn(4, dtype=np.float16))
+    module = check(g, g(graph.TanhOp, g(graph.MulOp, *g.args)), rtol=2e-3, atol=1e-3)
+    tanh = next(op for op in module.walk() if op.name == "math.tanh")
+    assert str(tanh.results[0].type) == "f32"
+
+
+# --- reductions and normalizations ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cls", [graph.ReduceSumOp, graph.ReduceMeanOp, graph.ReduceMaxOp]
+)
+@pytest.mark.parametrize("axes,keep", [((), 1), ((1,), 0), ((0, 2), 1), ((-1,), 0)])
+def test_reduce(cls, axes, keep):
+    g = Graph(randn(2, 3, 5), ints(-9, 9, 3, 5))
+    outs = [g(cls, g.args[0], axes=axes, keepdims=keep)]
+    if len(axes) < 2:  # the integer operand has rank 2
+        outs.append(g(cls, g.args[1], axes=axes, keepdims=keep))
+    check(g, *outs, native=axes == (1,))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_softmax_and_layer_norm(axis):
+    g = Graph(randn(2, 3, 5) * 3, randn(5), randn(3, 5))
+    y, mean, inv_std = g(graph.LayerNormOp, *g.args, axis=axis, epsilon=1e-5)
+    check(
+        g,
+        g(graph.SoftmaxOp, g.args[0], axis=axis),
+        y,
+        mean,
+        inv_std,
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_batch_norm_lrn_global_average_pool():
+    x = randn(2, 7, 3, 2)
+    g = Graph(x, randn(7), randn(7), randn(7), np.abs(randn(7)))
+    outs = [g(graph.BatchNormOp, *g.args, epsilon=1e-5)]
+    for size in (1, 2, 5):
+        outs.append(
+            g(graph.LrnOp, g.args[0], size=size, alpha=0.1, beta=0.75, bias=1.0)
+        )
+    outs.append(g(graph.GlobalAveragePoolOp, g.args[0], layout="nchw"))
+    check(g, *outs, rtol=1e-5)
+
+
+# --- data movement -------------------------------------------------------------------
+
+
+def test_transpose_concat_split_expand():
+    g = Graph(randn(2, 3, 5), randn(2, 1, 5), randn(2, 4, 5), randn(3, 1))
+    outs = [
+        g(graph.TransposeOp, g.args[0], perm=[2, 0, 1]),
+        g(graph.ConcatOp, *g.args[:3], axis=1),
+        *g(graph.SplitOp, g.args[0], axis=-1, sizes=[2, 0, 3]),
+        g(graph.ExpandOp, g.args[3], shape=[2, 3, 4]),
+    ]
+    check(g, *outs)
+
+
+def test_slice_and_gather():
+    g = Graph(
+        randn(2, 3, 5),
+        np.array([[0, -1], [4, 1]], np.int64),
+        np.array([-3, 2], np.int32),
+    )
+    x = g.args[0]
+    outs = [
+        g(graph.SliceOp, x, starts=[1, 2, 4], ends=[2, -1, 0], steps=[1, -1, -2]),
+        g(graph.SliceOp, x, starts=[0, 0, 1], ends=[2, 3, 5], steps=[1, 2, 3]),
+        g(graph.GatherOp, x, g.args[1], axis=2),
+        g(graph.GatherOp, x, g.args[2], axis=1),
+    ]
+    check(g, *outs)
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
+def test_pad(mode):
+    g = Graph(randn(2, 3, 5), np.array(2.5, np.float32))
+    pads = [[0, 1, 2, 1, 0, 3], [1, -1, 0, 0, 2, -2], [0, 0, 7, 0, 0, 9]]
+    check(g, *[g(graph.PadOp, *g.args, pads=p, mode=mode) for p in pads])
+
+
+# --- windows and contractions --------------------------------------------------------
+
+# (input, weight, strides, pads, dilations, group): padding, strides, dilations, groups
+CONVS = [
+    ((1, 3, 7, 6), (4, 3, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 1),
+    ((2, 4, 7, 5), (6, 2, 3, 2), [2, 1], [0, 2, 1, 0], [1, 2], 2),
+    ((1, 3, 5, 5), (3, 1, 3, 3), [1, 2], [2, 2, 2, 2], [2, 1], 3),
+    ((1, 2, 4, 4), (5, 2, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 1),
+]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=range(len(CONVS)))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_conv2d(case, dtype):
+    x, w, strides, pads, dilations, group = case
+    g = Graph(randn(*x, dtype=dtype), randn(*w, dtype=dtype), randn(w[0], dtype=dtype))
+    attrs = {"strides": strides, "pads": pads, "dilations": dilations, "group": group}
+    tol = 1e-4 if dtype is np.float32 else 1e-2
+    check(g, g(graph.Conv2dOp, *g.args, layout="nchw", **attrs), rtol=tol, atol=tol)
+
+
+# (kernel, strides, pads, dilations, ceil_mode): windows cut by pads and by ceil_mode
+POOLS = [
+    ([3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 0),
+    ([2, 3], [2, 2], [0, 1, 0, 1], [1, 1], 1),
+    ([3, 2], [3, 1], [1, 0, 1, 1], [2, 1], 1),
+]
+
+
+@pytest.mark.parametrize("case", POOLS, ids=range(len(POOLS)))
+def test_pools(case):
+    names = ("kernel_shape", "strides", "pads", "dilations", "ceil_mode")
+    attrs = dict(zip(names, case, strict=True), layout="nchw")
+    g = Graph(randn(2, 3, 7, 6))
+    outs = [g(graph.MaxPoolOp, g.args[0], **attrs)]
+    for include in (0, 1):
+        outs.append(
+            g(graph.AveragePoolOp, g.args[0], count_include_pad=include, **attrs)
+        )
+    check(g, *outs)
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ((3, 4), (4, 5)),
+        ((4,), (4, 5)),
+        ((3, 4), (4,)),
+        ((4,), (4,)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+    ],
+)
+def test_matmul(a, b):
+    g = Graph(randn(*a), randn(*b))
+    check(g, g(graph.MatMulOp, *g.args))
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_gemm(trans_a, trans_b):
+    a = randn(4, 3) if trans_a else randn(3, 4)
+    b = randn(5, 4) if trans_b else randn(4, 5)
+    g = Graph(a, b, randn(5), randn(3, 1))
+    trans = {"trans_a": trans_a, "trans_b": trans_b}
+    outs = [
+        g(graph.GemmOp, *g.args[:3], alpha=1.0, beta=1.0, **trans),
+        g(graph.GemmOp, *g.args[:2], g.args[3], alpha=0.5, beta=2.0, **trans),
+    ]
+    check(g, *outs)
+
+
+# --- graph.fused ---------------------------------------------------------------------
+
+CONV = {
+    "strides": [1, 1],
+    "pads": [1, 1, 1, 1],
+    "dilations": [1, 1],
+    "group": 1,
+    "layout": "nchw",
+}
+
+
+def _kernels(module: ModuleOp) -> list[str]:
+    return [f.sym_name.data for f in module.ops if loop.is_kernel(f)]
+
+
+def test_fused_conv_residual_relu_is_one_kernel_after_the_pad():
+    g = Graph(randn(1, 3, 5, 5), randn(4, 3, 3, 3), randn(4), randn(1, 4, 5, 5))
+    conv = g(graph.Conv2dOp, *g.args[:3], **CONV)
+    y = g(graph.ReluOp, g(graph.AddOp, conv, g.args[3]))
+    module = check(g, y, fuse=True, rtol=1e-4, atol=1e-5)
+    assert _kernels(module) == ["conv2d_pad_0", "fused_conv2d_0"]
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_fused_contraction_epilogues(trans_b):
+    g = Graph(
+        randn(3, 4), randn(4, 5), randn(5), randn(5, 4) if trans_b else randn(4, 5)
+    )
+    mm = g(graph.TanhOp, g(graph.AddOp, g(graph.MatMulOp, *g.args[:2]), g.args[2]))
+    gemm = g(graph.GemmOp, g.args[0], g.args[3], g.args[2], alpha=0.5, beta=1.0,
+             trans_a=0, trans_b=trans_b)  # fmt: skip
+    module = check(g, mm, g(graph.ReluOp, gemm), fuse=True)
+    assert _kernels(module) == ["fused_matmul_0", "fused_gemm_0"]
+
+
+def test_fused_reductions_with_prologue_and_epilogue():
+    g = Graph(
+        randn(2, 3, 8),
+        randn(8),
+        randn(8),
+        np.array(0.125, np.float32),
+        randn(1, 2, 6, 6),
+    )
+    soft = g(graph.SoftmaxOp, g(graph.MulOp, g.args[0], g.args[3]), axis=-1)
+    y, _, inv_std = g(
+        graph.LayerNormOp,
+        g(graph.ExpOp, g.args[0]),
+        *g.args[1:3],
+        axis=-1,
+        epsilon=1e-5,
+    )
+    window = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    window |= {"dilations": [1, 1], "ceil_mode": 1, "layout": "nchw"}
+    pool = g(graph.MaxPoolOp, g(graph.AbsOp, g.args[4]), **window)
+    mean = g(
+        graph.ReduceMeanOp, g(graph.MulOp, g.args[0], g.args[0]), axes=[1], keepdims=0
+    )
+    outs = [g(graph.NegOp, soft), g(graph.SigmoidOp, y), inv_std, g(graph.SqrtOp, pool),
+            g(graph.SqrtOp, mean)]  # fmt: skip
+    module = check(g, *outs, fuse=True, rtol=1e-4, atol=1e-5)
+    # layer_norm's 1/std is used, so its y takes no epilogue (a graph-fuse rule)
+    assert _kernels(module) == [
+        "fused_layer_norm_0", "fused_softmax_0", "sigmoid_0", "fused_max_pool_0",
+        "fused_reduce_mean_0",
+    ]  # fmt: skip
+
+
+def test_fused_elementwise_chain_with_two_outputs():
+    g = Graph(randn(2, 3, 8), randn(3, 1))
+    e = g(graph.ExpOp, g(graph.AddOp, *g.args))
+    module = check(g, g(graph.TanhOp, g(graph.MulOp, e, e)), e, fuse=True)
+    assert _kernels(module) == ["fused_elementwise_0", "fused_elementwise_1"]
+
+
+# --- the IR contract ------------------------------------------------------------------
+
+
+def test_main_signature_names_and_direct_output_writes():
+    g = Graph(randn(2, 3), randn(3))
+    y = g(graph.ReluOp, g(graph.AddOp, *g.args))
+    module = lower(g.module(y, g(graph.TransposeOp, y, perm=[1, 0])))
+    main = main_of(module)
+    assert [str(t) for t in main.function_type.inputs] == [
+        "memref<2x3xf32>", "memref<3xf32>", "memref<2x3xf32>", "memref<3x2xf32>",
+    ]  # fmt: skip
+    assert not main.function_type.outputs
+    assert _kernels(module) == ["add_0", "relu_0", "transpose_0"]
+    calls = [op for op in main.body.block.ops if isinstance(op, func.CallOp)]
+    args = main.body.block.args
+    assert calls[1].arguments[1] is args[2]  # relu writes output 0 directly
+    assert calls[2].arguments[1] is args[3]
+    allocs = [op for op in main.body.block.ops if isinstance(op, loop.AllocOp)]
+    assert len(allocs) == 1  # only add's result is an intermediate
+
+
+def test_outputs_that_are_inputs_constants_views_or_repeated_get_copies():
+    g = Graph(randn(2, 3))
+    weights = randn(4, 5)
+    c = g.const(weights)
+    r = g(graph.ReluOp, g.args[0])
+    view = g(graph.ReshapeOp, r, result_types=[graph.tensor(dtypes.f32, [3, 2])])
+    module = check(g, g.args[0], c, view, r, r, g(graph.IdentityOp, r))
+    assert _kernels(module) == [
+        "relu_0",
+        "copy_0",
+        "copy_1",
+        "copy_2",
+        "copy_3",
+        "copy_4",
+    ]
+    constant = next(op for op in module.walk() if isinstance(op, loop.ConstantOp))
+    assert graph.dense_to_array(constant.value).tobytes() == weights.tobytes()
+    assert any(isinstance(op, loop.ViewOp) for op in module.walk())
+
+
+def test_unsigned_types_are_signless_with_unsigned_ops():
+    g = Graph(ints(0, 255, 6, dtype=np.uint8), ints(1, 255, 6, dtype=np.uint8))
+    module = check(g, g(graph.DivOp, *g.args), g(graph.LessOp, *g.args),
+                   g(graph.CastOp, g.args[0], to=dtypes.f32))  # fmt: skip
+    assert "memref<6xi8>" in str(module) and "ui8" not in str(module)
+    names = {op.name for op in module.walk()}
+    assert {"arith.divui", "arith.uitofp"} <= names and "arith.divsi" not in names
+
+
+def test_round_trip_and_loop_kinds():
+    g = Graph(randn(3, 4), randn(4, 5))
+    module = lower(g.module(g(graph.MatMulOp, *g.args)))
+    text = str(module)
+    reparsed = Parser(make_context(), text).parse_module()
+    reparsed.verify()
+    assert str(reparsed) == text
+    kinds = [op.kind.data for op in module.walk() if isinstance(op, loop.ForOp)]
+    assert loop.PARALLEL in kinds and loop.REDUCTION in kinds
+
+
+def test_weights_stay_bytes():
+    weights = randn(64, 64)
+    g = Graph(randn(1, 64))
+    module = lower(g.module(g(graph.MatMulOp, g.args[0], g.const(weights))))
+    constant = next(op for op in module.walk() if isinstance(op, loop.ConstantOp))
+    assert constant.value.data.data == weights.tobytes()
+    assert "dense_resource<__elided__>" in str(module)
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+def test_unsupported_situations_raise_smelt_errors():
+    g = Graph(ints(0, 9, 4))
+    with pytest.raises(SmeltError, match="graph.sigmoid on i32"):
+        lower(g.module(g(graph.SigmoidOp, g.args[0])))
+    g = Graph(randn(1, 3, 5, 5), randn(4, 3, 3, 3), randn(4))
+    conv = g(graph.Conv2dOp, *g.args, **{**CONV, "layout": "nhwc"})
+    with pytest.raises(SmeltError, match="graph.conv2d: layout 'nhwc'"):
+        lower(g.module(conv))
+    g = Graph(randn(4))
+    with pytest.raises(SmeltError, match="cannot lower test.op"):
+        g.block.add_op(unknown := _unknown_op(g.args[0]))
+        lower(g.module(unknown.results[0]))
+
+
+def _unknown_op(value: SSAValue):
+    from xdsl.dialects.test import TestOp
+
+    return TestOp.create(operands=[value], result_types=[TensorType(dtypes.f32, [4])])
+
+
+def test_fused_region_with_two_anchors_is_rejected():
+    g = Graph(randn(2, 3), randn(3, 2))
+    mm = g(graph.MatMulOp, *g.args)
+    soft = g(graph.SoftmaxOp, mm, axis=-1)
+    module = g.module(soft)
+    group = [mm.owner, soft.owner]
+    from smelt.passes.graph_fuse import Group, wrap
+
+    wrap(Group(group))
+    with pytest.raises(SmeltError, match="several anchors"):
+        lower(module)
