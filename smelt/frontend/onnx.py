@@ -176,7 +176,9 @@ def element_type_of(v: Value) -> Attribute:
 
 
 def numpy_type_of(v: Value) -> np.dtype:
-    return v.array.dtype if isinstance(v, Const) else dtypes.to_numpy(v.type.element_type)
+    return (
+        v.array.dtype if isinstance(v, Const) else dtypes.to_numpy(v.type.element_type)
+    )
 
 
 _POISON = object()  # the value of a node that failed: its users are skipped
@@ -314,7 +316,9 @@ class _Importer:
             inputs = [self._lookup(n, label) if n else None for n in node.input]
             if handler is None:
                 domain = f" (domain '{node.domain}')" if node.domain else ""
-                raise Unsupported(f"{label}: op {node.op_type}{domain} is not supported")
+                raise Unsupported(
+                    f"{label}: op {node.op_type}{domain} is not supported"
+                )
             if any(v is _POISON for v in inputs):
                 pass  # an earlier problem is reported; nothing to add
             else:
@@ -343,7 +347,9 @@ class _Importer:
         for o in self.graph.output:
             v = self.values.get(o.name, _POISON)
             if o.name not in self.values:
-                self.errors.append(f"graph output '{o.name}' is not computed by any node")
+                self.errors.append(
+                    f"graph output '{o.name}' is not computed by any node"
+                )
             if v is not _POISON:
                 outputs.append(self.materialize(v))
         return outputs

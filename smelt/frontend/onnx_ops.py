@@ -104,7 +104,9 @@ def _pow(ctx: NodeContext) -> list[Value]:
 
 @handles("LeakyRelu")
 def _leaky_relu(ctx: NodeContext) -> list[Value]:
-    return ctx.emit(g.LeakyReluOp, [ctx.inputs[0]], alpha=float(ctx.attr("alpha", 0.01)))
+    return ctx.emit(
+        g.LeakyReluOp, [ctx.inputs[0]], alpha=float(ctx.attr("alpha", 0.01))
+    )
 
 
 @handles("Clip")
@@ -116,7 +118,10 @@ def _clip(ctx: NodeContext) -> list[Value]:
     else:
         lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
     if ctx.opset < 11:
-        bounds = [Const(np.array(ctx.attr(n, d), dtype)) for n, d in (("min", lo), ("max", hi))]
+        bounds = [
+            Const(np.array(ctx.attr(n, d), dtype))
+            for n, d in (("min", lo), ("max", hi))
+        ]
     else:
         bounds = [
             ctx.input(i) if ctx.input(i) is not None else Const(np.array(d, dtype))
@@ -223,7 +228,9 @@ def _shape(ctx: NodeContext) -> list[Value]:
     return [Const(np.array(shape[start:end], np.int64))]
 
 
-def reshape_target(ctx: NodeContext, src: Sequence[int], spec: Sequence[int]) -> list[int]:
+def reshape_target(
+    ctx: NodeContext, src: Sequence[int], spec: Sequence[int]
+) -> list[int]:
     """ONNX Reshape's output shape: 0 copies the input dim (unless allowzero), one -1
     is inferred."""
     allowzero = ctx.attr("allowzero", 0)
@@ -292,7 +299,9 @@ def _expand(ctx: NodeContext) -> list[Value]:
     try:
         shape = np.broadcast_shapes(shape_of(x), tuple(spec))
     except ValueError:
-        raise SmeltError(f"{ctx.label}: cannot expand {shape_of(x)} to {spec}") from None
+        raise SmeltError(
+            f"{ctx.label}: cannot expand {shape_of(x)} to {spec}"
+        ) from None
     return ctx.emit(g.ExpandOp, [x], shape=list(shape))
 
 
@@ -408,4 +417,4 @@ def _pad(ctx: NodeContext) -> list[Value]:
     return ctx.emit(g.PadOp, [x, value], pads=pads, mode=mode)
 
 
-from smelt.frontend import onnx_nn  # noqa: E402,F401  (registers the nn handlers)
+from smelt.frontend import onnx_nn  # noqa: F401  (registers the nn handlers)

@@ -69,7 +69,9 @@ def run_block(block: Block, args: list[np.ndarray]) -> list[np.ndarray]:
         if isinstance(op, func.ReturnOp | g.YieldOp):
             return [env[v] for v in op.operands]
         if not isinstance(op, g.GraphOp | g.FusedOp):
-            raise SmeltError(f"the reference executor runs graph ops only, not {op.name}")
+            raise SmeltError(
+                f"the reference executor runs graph ops only, not {op.name}"
+            )
         env.update(zip(op.results, evaluate(op, [env[v] for v in op.operands])))
         for v in set(op.operands):
             if last_use[v] == i:  # free intermediates early: big models stay small
@@ -319,4 +321,4 @@ def _pad(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     return np.ascontiguousarray(y[crop])
 
 
-from smelt.runtime import reference_nn  # noqa: E402,F401  (registers nn kernels)
+from smelt.runtime import reference_nn  # noqa: F401  (registers nn kernels)

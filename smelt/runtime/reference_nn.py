@@ -19,7 +19,9 @@ from smelt.runtime.reference import kernel, lowest, result_shape
 
 @kernel(g.LayerNormOp)
 def _layer_norm(op: g.GraphOp, args: list[np.ndarray]) -> list[np.ndarray]:
-    x, scale, bias = (a.astype(np.float32) if a.dtype == np.float16 else a for a in args)
+    x, scale, bias = (
+        a.astype(np.float32) if a.dtype == np.float16 else a for a in args
+    )
     axes = tuple(range(g.normalize_axis(op.attr("axis"), x.ndim), x.ndim))
     mean = np.mean(x, axis=axes, keepdims=True)
     d = x - mean
@@ -56,26 +58,44 @@ def _lrn(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 # --- convolution, pooling, contractions ----------------------------------------------
 
 
+def _geometry(
+    op: g.GraphOp, spatial: tuple[int, ...], kernel: tuple[int, ...], pads
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """The window spans of `op` and the (before, after) padding of each spatial
+    dim; `after` grows where ceil_mode lets the last window run past the pads."""
+    out = result_shape(op)[2:]
+    strides, dil = op.attr("strides"), op.attr("dilations")
+    span = [d * (k - 1) + 1 for d, k in zip(dil, kernel)]
+    widths = []
+    for i in range(2):
+        need = (out[i] - 1) * strides[i] + span[i]
+        widths.append((pads[i], max(pads[i + 2], need - spatial[i] - pads[i])))
+    return span, widths
+
+
+def _strided(win: np.ndarray, op: g.GraphOp, first: int) -> np.ndarray:
+    """`win`, a window view with spatial dims at `first`, `first + 1` and the window
+    dims last, cut to the strided, dilated windows of `op`."""
+    out = result_shape(op)[2:]
+    (sh, sw), (dh, dw) = op.attr("strides"), op.attr("dilations")
+    index = [slice(None)] * win.ndim
+    index[first : first + 2] = [slice(0, out[0] * sh, sh), slice(0, out[1] * sw, sw)]
+    index[-2:] = [slice(None, None, dh), slice(None, None, dw)]
+    return win[tuple(index)]
+
+
 def _windows(
     x: np.ndarray,
     op: g.GraphOp,
     kernel: tuple[int, ...],
     pads: tuple[int, ...],
-    fill: float | int = 0,
+    fill: float = 0,
 ) -> np.ndarray:
     """View (N, C, OH, OW, KH, KW) of the windows of `op` over `x` padded by `pads`
     with `fill`; windows that ceil_mode lets run past the padding read `fill` too."""
-    out = result_shape(op)[2:]
-    strides, dil = op.attr("strides"), op.attr("dilations")
-    span = [d * (k - 1) + 1 for d, k in zip(dil, kernel)]
-    widths = [(0, 0), (0, 0)]
-    for i in range(2):
-        need = (out[i] - 1) * strides[i] + span[i]
-        widths.append((pads[i], max(pads[i + 2], need - x.shape[2 + i] - pads[i])))
-    xp = np.pad(x, widths, constant_values=fill)
-    win = sliding_window_view(xp, span, axis=(2, 3))
-    win = win[:, :, :: strides[0], :: strides[1], :: dil[0], :: dil[1]]
-    return win[:, :, : out[0], : out[1]]
+    span, widths = _geometry(op, x.shape[2:], kernel, pads)
+    xp = np.pad(x, [(0, 0), (0, 0), *widths], constant_values=fill)
+    return _strided(sliding_window_view(xp, span, axis=(2, 3)), op, 2)
 
 
 @kernel(g.Conv2dOp)
@@ -83,15 +103,18 @@ def _conv2d(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     x, w, b = args
     n, groups = x.shape[0], op.attr("group")
     o, cg, kh, kw = w.shape
-    win = _windows(x, op, (kh, kw), op.attr("pads"))
-    oh, ow = win.shape[2:4]
-    # im2col per group: (G, N*OH*OW, Cg*KH*KW) @ (G, Cg*KH*KW, O/G)
-    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
-    wmat = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    y = np.matmul(cols, wmat).reshape(groups, n, oh, ow, o // groups)
-    y = y.transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
-    return y + b.reshape(1, o, 1, 1)
+    oh, ow = result_shape(op)[2:]
+    span, widths = _geometry(op, x.shape[2:], (kh, kw), op.attr("pads"))
+    # im2col from an NHWC copy, so that the copy moves whole channel rows:
+    # (G, N*OH*OW, KH*KW*Cg) @ (G, KH*KW*Cg, O/G) per group.
+    xp = np.pad(x.transpose(0, 2, 3, 1), [(0, 0), *widths, (0, 0)])
+    win = _strided(sliding_window_view(xp, span, axis=(1, 2)), op, 1)
+    cols = win.reshape(n, oh, ow, groups, cg, kh, kw).transpose(3, 0, 1, 2, 5, 6, 4)
+    cols = cols.reshape(groups, n * oh * ow, kh * kw * cg)
+    wmat = w.reshape(groups, o // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1)
+    y = np.matmul(cols, wmat.reshape(groups, kh * kw * cg, o // groups))
+    y = y.reshape(groups, n, oh, ow, o // groups).transpose(1, 0, 4, 2, 3)
+    return y.reshape(n, o, oh, ow) + b.reshape(1, o, 1, 1)
 
 
 @kernel(g.MaxPoolOp)

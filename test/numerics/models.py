@@ -251,7 +251,9 @@ def encoder_layer_model(
     inits: list[TensorProto] = []
 
     def weight(name: str, *shape: int, std: float = 0.02) -> str:
-        inits.append(_init(name, rng.standard_normal(shape, np.float32) * np.float32(std)))
+        inits.append(
+            _init(name, rng.standard_normal(shape, np.float32) * np.float32(std))
+        )
         return name
 
     def const(name: str, value) -> str:

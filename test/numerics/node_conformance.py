@@ -65,10 +65,14 @@ def run_case(case) -> Result:
             error = str(e).replace("\n", " ")
             continue
         try:
-            out = run_graph(module, {n: v for n, v in feeds.items() if n not in constant})
+            out = run_graph(
+                module, {n: v for n, v in feeds.items() if n not in constant}
+            )
         except Exception as e:  # noqa: BLE001 (a crash is a failed case)
             return Result(case.name, op, False, f"run: {type(e).__name__}: {e}")
-        result = _compare(case, op, list(out.values()), [_as_array(e) for e in expected])
+        result = _compare(
+            case, op, list(out.values()), [_as_array(e) for e in expected]
+        )
         result.folded = constant == set(names) and bool(names)
         return result
     return Result(case.name, op, False, f"import: {error}")

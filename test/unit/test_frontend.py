@@ -106,7 +106,9 @@ def test_lists_every_unsupported_op_and_dynamic_dim():
 
 def test_input_shapes_fix_dynamic_dims():
     model = make_model(
-        [helper.make_node("Relu", ["x"], ["y"])], [value("x", ["n", 4])], [value("y", None)]
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [value("x", ["n", 4])],
+        [value("y", None)],
     )
     module = import_model(model, {"x": [2, 4]})
     out = run_graph(module, {"x": np.full((2, 4), -1, np.float32)})

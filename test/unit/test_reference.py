@@ -28,9 +28,7 @@ def node_model(op_type, inputs, consts=None, n_out=1, opset=17, **attrs):
     """A one-node model: `inputs` are graph inputs, `consts` initializers."""
     consts = consts or {}
     names = list(inputs) + list(consts)
-    node = helper.make_node(
-        op_type, names, [f"y{i}" for i in range(n_out)], **attrs
-    )
+    node = helper.make_node(op_type, names, [f"y{i}" for i in range(n_out)], **attrs)
     graph = helper.make_graph(
         [node],
         "node",
@@ -65,33 +63,33 @@ X = f32(2, 4, 9, 11)
 CASES = {
     "conv_groups_dilations_asym_pads": (
         "Conv", {"x": X}, {"w": f32(6, 2, 3, 2), "b": f32(6)},
-        dict(group=2, dilations=[2, 1], pads=[1, 0, 2, 3], strides=[2, 3]),
+        {"group": 2, "dilations": [2, 1], "pads": [1, 0, 2, 3], "strides": [2, 3]},
     ),
     "conv_depthwise_same_lower": (
         "Conv", {"x": X}, {"w": f32(4, 1, 3, 3)},
-        dict(group=4, auto_pad="SAME_LOWER", strides=[2, 2]),
+        {"group": 4, "auto_pad": "SAME_LOWER", "strides": [2, 2]},
     ),
     "conv_1d": ("Conv", {"x": f32(1, 3, 20)}, {"w": f32(5, 3, 4)},
-                dict(strides=[2], pads=[1, 2], dilations=[2])),
+                {"strides": [2], "pads": [1, 2], "dilations": [2]}),
     "maxpool_ceil_pads_dilations": (
         "MaxPool", {"x": X}, {},
-        dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1,
-             dilations=[1, 2]),
+        {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1],
+         "ceil_mode": 1, "dilations": [1, 2]},
     ),
     "avgpool_ceil_include_pad": (
         "AveragePool", {"x": X}, {},
-        dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
-             count_include_pad=1),
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+         "ceil_mode": 1, "count_include_pad": 1},
     ),
     "avgpool_exclude_pad": (
         "AveragePool", {"x": X}, {},
-        dict(kernel_shape=[3, 3], strides=[1, 2], pads=[1, 2, 1, 0]),
+        {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [1, 2, 1, 0]},
     ),
     "avgpool_same_upper": (
         "AveragePool", {"x": X}, {},
-        dict(kernel_shape=[2, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+        {"kernel_shape": [2, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
     ),
-    "lrn": ("LRN", {"x": X}, {}, dict(size=3, alpha=0.1, beta=0.6, bias=2.0)),
+    "lrn": ("LRN", {"x": X}, {}, {"size": 3, "alpha": 0.1, "beta": 0.6, "bias": 2.0}),
     "div_int_truncates": (
         "Div", {"a": np.array([7, -7, 7, -7, 0, -1], np.int32)},
         {"b": np.array([2, 2, -2, -2, 3, 5], np.int32)}, {},
@@ -101,7 +99,7 @@ CASES = {
     ),
     "gather_negative": (
         "Gather", {"x": f32(5, 3)}, {"i": np.array([[-1, 0], [2, -5]], np.int64)},
-        dict(axis=0),
+        {"axis": 0},
     ),
     "slice_negative_steps": (
         "Slice", {"x": f32(6, 7, 5)},
@@ -111,52 +109,56 @@ CASES = {
     "pad_reflect_axes": (
         "Pad", {"x": f32(2, 5, 6)},
         {"p": np.array([2, 1, 3, 0]), "v": np.float32(0), "ax": np.array([2, 1])},
-        dict(mode="reflect"), 18,
+        {"mode": "reflect"}, 18,
     ),
     "pad_constant_negative": (
         "Pad", {"x": f32(4, 5)}, {"p": np.array([1, -2, -1, 3]), "v": np.float32(7)},
         {},
     ),
     "pad_wrap": ("Pad", {"x": f32(3, 4)}, {"p": np.array([2, 3, 1, 2])},
-                 dict(mode="wrap"), 19),
+                 {"mode": "wrap"}, 19),
     "pad_edge": ("Pad", {"x": f32(3, 4)}, {"p": np.array([2, 0, 1, 4])},
-                 dict(mode="edge")),
-    "softmax_opset11_coerces_2d": ("Softmax", {"x": f32(2, 3, 4)}, {}, dict(axis=1), 11),
+                 {"mode": "edge"}),
+    "softmax_opset11_coerces_2d": ("Softmax", {"x": f32(2, 3, 4)}, {}, {"axis": 1}, 11),
     "clip_int_missing_max": (
         "Clip", {"x": np.arange(-5, 5, dtype=np.int32)}, {"lo": np.int32(-2)}, {},
     ),
     "reduce_mean_negative_axis": (
-        "ReduceMean", {"x": X}, {"a": np.array([-1, 1])}, dict(keepdims=0), 18,
+        "ReduceMean", {"x": X}, {"a": np.array([-1, 1])}, {"keepdims": 0}, 18,
     ),
-    "reduce_sum_int": ("ReduceSum", {"x": np.arange(24, dtype=np.int32).reshape(2, 3, 4)},
-                       {"a": np.array([1])}, {}),
+    "reduce_sum_int": (
+        "ReduceSum", {"x": np.arange(24, dtype=np.int32).reshape(2, 3, 4)},
+        {"a": np.array([1])}, {},
+    ),
     "split_uneven_num_outputs": (
-        "Split", {"x": f32(7, 3)}, {}, dict(axis=0, num_outputs=3), 18, 3,
+        "Split", {"x": f32(7, 3)}, {}, {"axis": 0, "num_outputs": 3}, 18, 3,
     ),
     "gemm_trans_alpha_beta": (
         "Gemm", {"a": f32(5, 3)}, {"b": f32(4, 5), "c": f32(4)},
-        dict(transA=1, transB=1, alpha=0.5, beta=2.0),
+        {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0},
     ),
     "layer_norm_axis1": (
         "LayerNormalization", {"x": f32(2, 3, 4)}, {"s": f32(3, 4)},
-        dict(axis=1, epsilon=1e-3), 17, 3,
+        {"axis": 1, "epsilon": 1e-3}, 17, 3,
     ),
     "batch_norm": (
         "BatchNormalization", {"x": X},
         {"s": f32(4), "b": f32(4), "m": f32(4), "v": np.abs(f32(4)) + 0.5},
-        dict(epsilon=1e-3),
+        {"epsilon": 1e-3},
     ),
-    "expand_bidirectional": ("Expand", {"x": f32(3, 1)}, {"s": np.array([2, 1, 4])}, {}),
+    "expand_bidirectional": (
+        "Expand", {"x": f32(3, 1)}, {"s": np.array([2, 1, 4])}, {},
+    ),
     "cast_float_to_int_truncates": (
         "Cast", {"x": np.array([-2.7, -0.5, 0.5, 2.9], np.float32)}, {},
-        dict(to=TensorProto.INT32),
+        {"to": TensorProto.INT32},
     ),
     "cast_float_to_bool": (
         "Cast", {"x": np.array([0.0, -0.5, 2.0], np.float32)}, {},
-        dict(to=TensorProto.BOOL),
+        {"to": TensorProto.BOOL},
     ),
-    "flatten_negative_axis": ("Flatten", {"x": X}, {}, dict(axis=-3)),
-    "leaky_relu": ("LeakyRelu", {"x": f32(3, 4)}, {}, dict(alpha=0.2)),
+    "flatten_negative_axis": ("Flatten", {"x": X}, {}, {"axis": -3}),
+    "leaky_relu": ("LeakyRelu", {"x": f32(3, 4)}, {}, {"alpha": 0.2}),
     "sigmoid_extremes": (
         "Sigmoid", {"x": np.array([-100, -10, 0, 10, 100], np.float32)}, {}, {},
     ),
@@ -251,4 +253,3 @@ def test_conv_is_not_slow():
     start = time.perf_counter()
     (y,) = evaluate(op, [x, w, b])
     assert y.shape == (1, 64, 56, 56) and time.perf_counter() - start < 2.0
-
