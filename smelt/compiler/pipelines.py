@@ -16,12 +16,14 @@ GRAPH_OPT = (
 
 # Graph-level clean-up / fusion and loop-level scheduling passes join these presets
 # as they land ([graph-opt], [loop-opt]); O0 is the plain lowering.
+_LOWER = "convert-graph-to-loop,buffer-plan"
+
 PRESETS: dict[str, dict[str, str]] = {
     "cpu": {
         "O0": "convert-graph-to-loop",
-        "O1": "convert-graph-to-loop",
-        "O2": "convert-graph-to-loop",
-        "O3": "convert-graph-to-loop",
+        "O1": f"{GRAPH_OPT},{_LOWER}",
+        "O2": f"{GRAPH_OPT},{_LOWER}",
+        "O3": f"{GRAPH_OPT},{_LOWER}",
     },
 }
 

@@ -53,8 +53,8 @@ class FoldIntoConv(RewritePattern):
         new_conv = graph.Conv2dOp.build(
             [conv.input, new_w.result, new_b.result], **conv.attrs()
         )
-        rewriter.replace_op(bn, [new_w, new_b, new_conv])
-        rewriter.erase_op(conv)
+        rewriter.replace(bn, [new_w, new_b, new_conv])
+        rewriter.erase(conv)
 
 
 class FoldIntoGemm(RewritePattern):
@@ -79,8 +79,8 @@ class FoldIntoGemm(RewritePattern):
         new_gemm = graph.GemmOp.build(
             [gemm.lhs, new_w.result, new_c.result], **{**attrs, "beta": 1.0}
         )
-        rewriter.replace_op(bn, [new_w, new_c, new_gemm])
-        rewriter.erase_op(gemm)
+        rewriter.replace(bn, [new_w, new_c, new_gemm])
+        rewriter.erase(gemm)
 
 
 class BatchNormToAffine(RewritePattern):
@@ -99,7 +99,7 @@ class BatchNormToAffine(RewritePattern):
         a_op, c_op = _const(a.reshape(shape), et), _const(c.reshape(shape), et)
         mul = graph.MulOp.build([bn.input, a_op.result])
         add = graph.AddOp.build([mul.results[0], c_op.result])
-        rewriter.replace_op(bn, [a_op, c_op, mul, add])
+        rewriter.replace(bn, [a_op, c_op, mul, add])
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ class FoldConstantOp(RewritePattern):
             return
         values = evaluate(op, [p.to_array() for p in producers])
         constants = [graph.ConstantOp.from_array(v) for v in values]
-        rewriter.replace_op(op, constants, [c.result for c in constants])
+        rewriter.replace(op, constants, [c.result for c in constants])
 
 
 def _nbytes(t) -> int:

@@ -23,7 +23,7 @@ class RemoveIdentity(RewritePattern):
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if isinstance(op, graph.IdentityOp | graph.DropoutOp):
-            rewriter.replace_op(op, (), (op.input,))
+            rewriter.replace(op, (), (op.input,))
 
 
 class FoldReshape(RewritePattern):
@@ -32,11 +32,11 @@ class FoldReshape(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.ReshapeOp, rewriter: PatternRewriter) -> None:
         if op.input.type == op.result.type:
-            rewriter.replace_op(op, (), (op.input,))
+            rewriter.replace(op, (), (op.input,))
             return
         producer = op.input.owner
         if isinstance(producer, graph.ReshapeOp):
-            rewriter.replace_op(
+            rewriter.replace(
                 op, graph.ReshapeOp.build([producer.input], [op.result.type])
             )
 
@@ -49,16 +49,16 @@ class FoldTranspose(RewritePattern):
     def match_and_rewrite(self, op: graph.TransposeOp, rewriter: PatternRewriter) -> None:
         perm = op.attr("perm")
         if list(perm) == sorted(perm):
-            rewriter.replace_op(op, (), (op.input,))
+            rewriter.replace(op, (), (op.input,))
             return
         producer = op.input.owner
         if isinstance(producer, graph.TransposeOp):
             inner = producer.attr("perm")
             composed = [inner[p] for p in perm]
             if composed == sorted(composed):
-                rewriter.replace_op(op, (), (producer.input,))
+                rewriter.replace(op, (), (producer.input,))
             else:
-                rewriter.replace_op(
+                rewriter.replace(
                     op, graph.TransposeOp.build([producer.input], perm=composed)
                 )
 
