@@ -1,5 +1,6 @@
-"""ONNX op handlers: each maps one node to graph ops (elementwise, shapes, data
-movement); the neural-network ops live in `onnx_nn`.
+"""ONNX op handlers: each maps one node to graph ops. This file holds the registry,
+elementwise ops, reductions and constants; data movement lives in `onnx_shapes`, the
+neural-network ops in `onnx_nn`.
 
 A handler takes a `NodeContext` and returns the values of the node's outputs, in
 order. Axes it emits are normalized (non-negative); attributes that depend on the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -187,7 +188,7 @@ def _softmax(ctx: NodeContext) -> list[Value]:
     return [ctx.reshape(y, shape)]
 
 
-# --- shapes and data movement --------------------------------------------------------
+# --- constants and shapes -----------------------------------------------------------
 
 
 @handles("Constant")
@@ -228,193 +229,5 @@ def _shape(ctx: NodeContext) -> list[Value]:
     return [Const(np.array(shape[start:end], np.int64))]
 
 
-def reshape_target(
-    ctx: NodeContext, src: Sequence[int], spec: Sequence[int]
-) -> list[int]:
-    """ONNX Reshape's output shape: 0 copies the input dim (unless allowzero), one -1
-    is inferred."""
-    allowzero = ctx.attr("allowzero", 0)
-    out = [src[i] if d == 0 and not allowzero and i < len(src) else d
-           for i, d in enumerate(spec)]  # fmt: skip
-    total, known = math.prod(src), math.prod(d for d in out if d != -1)
-    if out.count(-1) > 1 or any(d < -1 for d in out):
-        raise SmeltError(f"{ctx.label}: bad target shape {list(spec)}")
-    if -1 in out:
-        if known == 0 or total % known:
-            raise SmeltError(f"{ctx.label}: cannot reshape {list(src)} to {list(spec)}")
-        out[out.index(-1)] = total // known
-    if math.prod(out) != total:
-        raise SmeltError(f"{ctx.label}: cannot reshape {list(src)} to {list(spec)}")
-    return out
-
-
-@handles("Reshape")
-def _reshape(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    spec = ctx.attr("shape") if ctx.opset < 5 else ctx.const(1, "shape")
-    target = reshape_target(ctx, shape_of(x), [int(d) for d in np.reshape(spec, -1)])
-    return [ctx.reshape(x, target)]
-
-
-@handles("Flatten")
-def _flatten(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    shape = shape_of(x)
-    axis = ctx.attr("axis", 1)
-    if not -len(shape) <= axis <= len(shape):
-        raise SmeltError(f"{ctx.label}: axis {axis} is out of range")
-    axis += len(shape) if axis < 0 else 0
-    return [ctx.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))]
-
-
-@handles("Unsqueeze")
-def _unsqueeze(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    shape = list(shape_of(x))
-    axes = axes_input(ctx, 13) or []
-    rank = len(shape) + len(axes)
-    for a in sorted(axis_of(ctx, a, rank) for a in axes):
-        shape.insert(a, 1)
-    return [ctx.reshape(x, shape)]
-
-
-@handles("Squeeze")
-def _squeeze(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    shape = shape_of(x)
-    axes = axes_input(ctx, 13)
-    if axes is None:
-        drop = {i for i, d in enumerate(shape) if d == 1}
-    else:
-        drop = {axis_of(ctx, a, len(shape)) for a in axes}
-        if any(shape[a] != 1 for a in drop):
-            raise SmeltError(f"{ctx.label}: cannot squeeze non-1 dims of {list(shape)}")
-    return [ctx.reshape(x, [d for i, d in enumerate(shape) if i not in drop])]
-
-
-@handles("Expand")
-def _expand(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    spec = [int(d) for d in ctx.const(1, "shape").reshape(-1)]
-    try:
-        shape = np.broadcast_shapes(shape_of(x), tuple(spec))
-    except ValueError:
-        raise SmeltError(
-            f"{ctx.label}: cannot expand {shape_of(x)} to {spec}"
-        ) from None
-    return ctx.emit(g.ExpandOp, [x], shape=list(shape))
-
-
-@handles("Transpose")
-def _transpose(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    rank = len(shape_of(x))
-    perm = ctx.attr("perm", list(range(rank))[::-1])
-    return ctx.emit(g.TransposeOp, [x], perm=[axis_of(ctx, p, rank) for p in perm])
-
-
-@handles("Concat")
-def _concat(ctx: NodeContext) -> list[Value]:
-    values = [v for v in ctx.inputs if v is not None]
-    axis = axis_of(ctx, ctx.attr("axis", 0), len(shape_of(values[0])))
-    return ctx.emit(g.ConcatOp, values, axis=axis)
-
-
-@handles("Split")
-def _split(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    shape = shape_of(x)
-    axis = axis_of(ctx, ctx.attr("axis", 0), len(shape))
-    n, dim = len(ctx.node.output), shape[axis]
-    sizes = ctx.attr("split") if ctx.opset < 13 else ctx.const(1, "split")
-    if sizes is not None:
-        sizes = [int(s) for s in np.reshape(sizes, -1)]
-    elif ctx.attr("num_outputs") is not None:
-        n = ctx.attr("num_outputs")
-        chunk = -(-dim // n)  # the last chunk is smaller when dim % n != 0
-        sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
-    elif dim % n == 0:
-        sizes = [dim // n] * n
-    else:
-        raise SmeltError(f"{ctx.label}: cannot split {dim} into {n} equal parts")
-    return ctx.emit(g.SplitOp, [x], axis=axis, sizes=sizes)
-
-
-def slice_bounds(
-    ctx: NodeContext, shape: Sequence[int], starts, ends, axes, steps
-) -> dict[str, list[int]]:
-    """ONNX Slice's starts/ends/axes/steps, normalized for `graph.slice`."""
-    rank = len(shape)
-    axes = range(rank) if axes is None else axes
-    steps = [1] * len(starts) if steps is None else steps
-    out = {"starts": [0] * rank, "ends": list(shape), "steps": [1] * rank}
-    seen = set()
-    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
-        a = axis_of(ctx, int(axis), rank)
-        dim, start, end, step = shape[a], int(start), int(end), int(step)
-        if step == 0 or a in seen:
-            raise SmeltError(f"{ctx.label}: zero step or repeated axis {axis}")
-        seen.add(a)
-        start += dim if start < 0 else 0
-        end += dim if end < 0 else 0
-        if step > 0:
-            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
-        else:
-            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-        out["starts"][a], out["ends"][a], out["steps"][a] = start, end, step
-    return out
-
-
-@handles("Slice")
-def _slice(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    if ctx.opset < 10:
-        args = [ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes"), None]
-    else:
-        names = ("starts", "ends", "axes", "steps")
-        args = [ctx.const(i + 1, n) for i, n in enumerate(names)]
-        args = [None if a is None else a.reshape(-1).tolist() for a in args]
-    return ctx.emit(g.SliceOp, [x], **slice_bounds(ctx, shape_of(x), *args))
-
-
-@handles("Gather")
-def _gather(ctx: NodeContext) -> list[Value]:
-    x, indices = ctx.inputs[:2]
-    axis = axis_of(ctx, ctx.attr("axis", 0), len(shape_of(x)))
-    return ctx.emit(g.GatherOp, [x, indices], axis=axis)
-
-
-@handles("Pad")
-def _pad(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    shape = shape_of(x)
-    rank, dtype = len(shape), numpy_type_of(x)
-    mode = ctx.attr("mode", "constant")
-    if mode not in ("constant", "edge", "reflect", "wrap"):
-        raise ctx.unsupported(f"Pad mode '{mode}' is not supported")
-    if ctx.opset < 11:
-        pads = list(ctx.attr("pads", ctx.attr("paddings")))
-        value: Value = Const(np.array(ctx.attr("value", 0.0), dtype))
-    else:
-        pads = ctx.const(1, "pads").reshape(-1).tolist()
-        given = ctx.input(2)
-        value = given if given is not None else Const(np.zeros((), dtype))
-        axes = ctx.const(3, "axes") if ctx.opset >= 18 else None
-        if axes is not None:
-            axes = [axis_of(ctx, int(a), rank) for a in axes.reshape(-1)]
-            full = [0] * (2 * rank)
-            for i, a in enumerate(axes):
-                full[a], full[a + rank] = pads[i], pads[i + len(axes)]
-            pads = full
-    if len(pads) != 2 * rank:
-        raise SmeltError(f"{ctx.label}: needs {2 * rank} pads, got {len(pads)}")
-    if any(p < 0 for p in pads):  # negative pads crop: a slice, then the pad
-        bounds = {"starts": [max(-p, 0) for p in pads[:rank]],
-                  "ends": [d + min(p, 0) for d, p in zip(shape, pads[rank:])],
-                  "steps": [1] * rank}  # fmt: skip
-        x = ctx.emit(g.SliceOp, [x], **bounds)[0]
-        pads = [max(p, 0) for p in pads]
-    return ctx.emit(g.PadOp, [x, value], pads=pads, mode=mode)
-
-
-from smelt.frontend import onnx_nn  # noqa: F401  (registers the nn handlers)
+# The other handlers register themselves in HANDLERS when imported.
+from smelt.frontend import onnx_nn, onnx_shapes  # noqa: F401
