@@ -36,63 +36,30 @@ from xdsl.passes import ModulePass
 from smelt.dialects import graph, loop
 from smelt.errors import SmeltError
 from smelt.lowering import lower_data, lower_elementwise, lower_fused
+from smelt.lowering.loop_builder import shape
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import copy_nest
 
 Lowering = Callable[[LoweringContext, Operation], None]
 
+
+def _qualified(dialect: str, ops: str) -> list[str]:
+    return [f"{dialect}.{name}" for name in ops.split()]
+
+
+# Every op name the pass emits (the module docstring explains them).
 VOCABULARY = frozenset(
-    [
-        "builtin.module",
-        "func.func",
-        "func.call",
-        "func.return",
-        "loop.for",
-        "loop.yield",
-        "loop.alloc",
-        "loop.constant",
-        "loop.view",
-        "memref.load",
-        "memref.store",
-        "arith.constant",
-        "arith.addi",
-        "arith.subi",
-        "arith.muli",
-        "arith.divsi",
-        "arith.divui",
-        "arith.remsi",
-        "arith.andi",
-        "arith.ori",
-        "arith.cmpi",
-        "arith.select",
-        "arith.index_cast",
-        "arith.addf",
-        "arith.subf",
-        "arith.mulf",
-        "arith.divf",
-        "arith.negf",
-        "arith.maximumf",
-        "arith.minimumf",
-        "arith.cmpf",
-        "arith.extf",
-        "arith.truncf",
-        "arith.sitofp",
-        "arith.uitofp",
-        "arith.fptosi",
-        "arith.fptoui",
-        "arith.extsi",
-        "arith.extui",
-        "arith.trunci",
-        "math.exp",
-        "math.log",
-        "math.tanh",
-        "math.erf",
-        "math.sqrt",
-        "math.powf",
-        "math.absf",
-        "math.floor",
-        "math.ceil",
-    ]
+    _qualified("builtin", "module")
+    + _qualified("func", "func call return")
+    + _qualified("loop", "for yield alloc constant view")
+    + _qualified("memref", "load store")
+    + _qualified(
+        "arith",
+        """constant addi subi muli divsi divui remsi andi ori cmpi select index_cast
+        addf subf mulf divf negf maximumf minimumf cmpf extf truncf sitofp uitofp
+        fptosi fptoui extsi extui trunci""",
+    )
+    + _qualified("math", "exp log tanh erf sqrt powf absf floor ceil")
 )
 
 LOWERINGS: dict[type[Operation], Lowering] = {
@@ -134,12 +101,8 @@ def lower_function(graph_func: func.FuncOp, taken_names: set[str]) -> list[func.
         if ctx.direct_outputs.get(value) is not out:
             src = ctx.buffer(value)
             k = ctx.kernel("copy", [src], [out])
-            copy_nest(k, k.inputs[0], k.outputs[0], loop_shape(out), lambda ivs: ivs)
+            copy_nest(k, k.inputs[0], k.outputs[0], shape(out), lambda ivs: ivs)
     return ctx.finish(graph_func)
-
-
-def loop_shape(buffer) -> tuple[int, ...]:
-    return tuple(buffer.type.get_shape())
 
 
 def _is_graph_function(op: Operation) -> bool:
