@@ -16,13 +16,54 @@ from dataclasses import dataclass
 import numpy as np
 
 # Ops whose every conformance case must pass through smelt.compile(target="cpu").
+# Not claimed though imported: Dropout (its training cases draw numpy random masks),
+# Identity (its cases include sequence and optional types).
 CLAIMED_OPS = frozenset(
     """MatMul Gemm Add Sub Mul Div Pow Sqrt Exp Erf Tanh Sigmoid Relu Clip Softmax
     LayerNormalization ReduceMean ReduceSum ReduceMax Reshape Transpose Concat Split
     Slice Gather Unsqueeze Squeeze Flatten Where Pad MaxPool AveragePool
-    GlobalAveragePool BatchNormalization Conv Sum Identity Dropout Constant
-    ConstantOfShape Shape LRN""".split()
+    GlobalAveragePool BatchNormalization Conv Sum Constant ConstantOfShape Shape
+    LRN""".split()
 )
+
+
+# smelt compiles for static shapes: an operand that decides a shape (Reshape's shape,
+# Slice's starts, a reduction's axes, ...) must be known at compile time. A case that
+# feeds one as a graph input gets that input frozen to the case's value (added as an
+# initializer, as a user would with a real model); every other input stays a run-time
+# input.
+SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3),
+    "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "ReduceMean": (1,),
+    "ReduceSum": (1,), "ReduceMax": (1,), "ConstantOfShape": (0,), "Tile": (1,),
+}
+
+
+def shape_inputs(model) -> set[str]:
+    """Names of the graph inputs that feed a shape-deciding operand."""
+    names = set()
+    for node in model.graph.node:
+        for i in SHAPE_OPERANDS.get(node.op_type, ()):
+            if i < len(node.input) and node.input[i]:
+                names.add(node.input[i])
+    return names & {i.name for i in model.graph.input}
+
+
+def freeze(model, inputs: list[np.ndarray]):
+    """(model with its shape inputs as initializers, the remaining input values)."""
+    from onnx import numpy_helper
+
+    frozen = shape_inputs(model)
+    if not frozen:
+        return model, inputs
+    model = type(model).FromString(model.SerializeToString())
+    rest = []
+    for info, value in zip(model.graph.input, inputs):
+        if info.name in frozen:
+            model.graph.initializer.append(numpy_helper.from_array(np.asarray(value), info.name))
+        else:
+            rest.append(value)
+    return model, rest
 
 
 @dataclass
@@ -50,13 +91,15 @@ def run_case(case) -> Outcome:
     import smelt
 
     types = tuple(sorted({n.op_type for n in case.model.graph.node}))
+    frozen_model, _ = freeze(case.model, list(case.data_sets[0][0]))
     try:
-        model = smelt.compile(case.model, "cpu")
+        model = smelt.compile(frozen_model, "cpu")
     except smelt.SmeltError as e:
         return Outcome(case.name, types, "unsupported", str(e).splitlines()[0][:160])
     except Exception as e:  # a crash on a valid model is a failure, not unsupported
         return Outcome(case.name, types, "failed", f"compile crashed: {type(e).__name__}: {e}"[:200])
     for inputs, expected in case.data_sets:
+        _, inputs = freeze(case.model, list(inputs))
         feeds = dict(zip(model.input_names, inputs))
         try:
             got = model.run(feeds)
