@@ -56,6 +56,18 @@ class LLVMTarget(Target):
 
 
 @dataclass(frozen=True)
+class TritonTarget(Target):
+    """Loop-level module → Triton source (one @triton.jit function per phase)."""
+
+    name: ClassVar[str] = "triton"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from smelt.lowering.triton.emit import emit_triton
+
+        output.write(emit_triton(module))
+
+
+@dataclass(frozen=True)
 class OnnxFrontend(Frontend):
     """An .onnx file → graph-level module (static shapes)."""
 
@@ -102,7 +114,11 @@ SMELT_UNIVERSE = Universe(
             "smelt.lowering.convert_graph_to_loop", "ConvertGraphToLoopPass"
         ),
     },
-    all_targets={"mlir": _mlir_target, "llvm": lambda: LLVMTarget},
+    all_targets={
+        "mlir": _mlir_target,
+        "llvm": lambda: LLVMTarget,
+        "triton": lambda: TritonTarget,
+    },
     all_frontends={"mlir": _mlir_frontend, "onnx": lambda: OnnxFrontend},
 )
 

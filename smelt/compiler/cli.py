@@ -135,6 +135,24 @@ def one_line(error: Exception) -> str:
     return lines[0] + " " + "; ".join(lines[1:])
 
 
+def cmd_aot(args: argparse.Namespace) -> int:
+    from smelt.lowering.triton import aot
+
+    path = resolve_model(args.model)
+    kernels = aot.model_kernels(path, args.level, parse_shapes(args.input_shape))
+    if args.output:
+        written = aot.write_sources(kernels, args.output, os.path.basename(path)[:-5])
+        print(f"wrote {written}")
+    if args.no_compile:
+        return 0
+    arch = aot.parse_arch(args.arch)
+    flat = [k for fns in kernels.values() for k in fns]
+    print(f"{os.path.basename(path)}: {len(flat)} triton kernels for sm_{arch}")
+    rows = aot.compile_all(flat, arch)
+    print(aot.format_table(rows, arch))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="smelt", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -156,6 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
     rep.add_argument("-p", "--pipeline", help="pass pipeline (default: graph-level O2)")
     rep.set_defaults(func=cmd_report)
+    ahead = sub.add_parser(
+        "aot", help="compile every GPU kernel of a model ahead of time (no GPU needed)"
+    )
+    ahead.add_argument("model", nargs="?", default=DEFAULT_MODEL)
+    ahead.add_argument("--arch", default="sm_90", help="GPU architecture (sm_90)")
+    ahead.add_argument("--target", default="gpu", choices=["gpu"])
+    ahead.add_argument("--level", default="O2", help="preset pipeline O0…O3")
+    ahead.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
+    ahead.add_argument("-o", "--output", metavar="DIR",
+                       help="write the generated Triton source to DIR as a .py module")
+    ahead.add_argument("--no-compile", action="store_true",
+                       help="only write the source (with -o)")
+    ahead.set_defaults(func=cmd_aot)
     return parser
 
 

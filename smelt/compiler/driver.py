@@ -119,9 +119,14 @@ def compile(
     lower(module, spec)
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    from smelt.lowering.llvm.jit import compile_to_native
+    if target == "gpu":
+        from smelt.lowering.triton.runtime import compile_to_triton
 
-    program = compile_to_native(module)
+        program = compile_to_triton(module)
+    else:
+        from smelt.lowering.llvm.jit import compile_to_native
+
+        program = compile_to_native(module)
     times["codegen"] = time.perf_counter() - t0
     info = {"pipeline": spec, "target": target, "seconds": times}
     return CompiledModel(program, inputs, outputs, info)

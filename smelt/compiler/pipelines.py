@@ -7,7 +7,7 @@ pass option is written out, so the string alone replays a compilation.
 
 from smelt.errors import SmeltError
 
-TARGETS = ("cpu",)
+TARGETS = ("cpu", "gpu")
 
 # Graph-level clean-up and fusion, in order.
 GRAPH_OPT = (
@@ -21,6 +21,13 @@ _LOWER = "convert-graph-to-loop,buffer-plan"
 PRESETS: dict[str, dict[str, str]] = {
     "cpu": {
         "O0": "convert-graph-to-loop",
+        "O1": f"{GRAPH_OPT},{_LOWER}",
+        "O2": f"{GRAPH_OPT},{_LOWER}",
+        "O3": f"{GRAPH_OPT},{_LOWER}",
+    },
+    # The triton target: GPU block sizes are chosen by its schedule, not by passes.
+    "gpu": {
+        "O0": _LOWER,
         "O1": f"{GRAPH_OPT},{_LOWER}",
         "O2": f"{GRAPH_OPT},{_LOWER}",
         "O3": f"{GRAPH_OPT},{_LOWER}",

@@ -237,7 +237,11 @@ class PhaseEmitter:
     def store(self, op: memref.StoreOp) -> None:
         ptr = f"{self.buffers[op.memref]} + {self.offset(op.memref, list(op.indices))}"
         value = self.value(op.value)
-        axes = self.axes(op.value) | union_axes(self, op.indices)
+        index_axes = union_axes(self, op.indices)
+        axes = self.axes(op.value) | index_axes
+        if not self.axes(op.value) <= index_axes:
+            # a unit dim the index ignores: all those lanes but one are masked off
+            ptr = f"tl.broadcast_to({ptr}, {value}.shape)"
         mask = self.mask(axes)
         tail = f", mask={mask}" if mask else ""
         self.w.line(f"tl.store({ptr}, {value}{tail})")
@@ -458,6 +462,7 @@ class PhaseEmitter:
         if c.final_store is not None:
             out, index = c.final_store
             ptr = f"{self.buffers[out]} + {self.offset(out, index)}"
+            ptr = f"tl.broadcast_to({ptr}, {total}.shape)"
             w.line(f"tl.store({ptr}, {total}, mask=mask_m & mask_n)")
         grid = num_m * num_n * c.batch_total
         return schedule, grid

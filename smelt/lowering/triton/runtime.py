@@ -130,6 +130,8 @@ class TritonProgram:
         self.source = module_source(self.kernels)
         self.module = load_source(self.source)
         main = main_func(module)
+        names = main.attributes.get("smelt.input_names")
+        self.n_inputs = len(names.data) if names is not None else 0
         plan = plan_memory(main)
         self.arena_bytes = plan.arena_bytes
         self.arena = torch.zeros(max(1, plan.arena_bytes), dtype=torch.uint8, device=device)
@@ -198,25 +200,21 @@ class TritonProgram:
         self._graph.replay()
 
     def run(self, args: list[np.ndarray]) -> None:
+        """Runs on numpy buffers (inputs then outputs); outputs are written in place."""
         import torch
 
         if len(args) != len(self.io):
             raise SmeltError(
-                f"the model takes {len(self.io)} buffers (inputs then outputs), got {len(args)}"
+                f"the model takes {len(self.io)} buffers (inputs then outputs), "
+                f"got {len(args)}"
             )
-        n_out = len(self.io) - len(self._outputs_of(args))
-        for buf, a in zip(self.io[:n_out], args[:n_out]):
+        n = self.n_inputs
+        for buf, a in zip(self.io[:n], args[:n]):
             data = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
             buf[: data.size].copy_(torch.from_numpy(data))
         self.replay()
-        for buf, a in zip(self.io[n_out:], args[n_out:]):
-            host = buf[: a.nbytes].cpu().numpy()
-            a.reshape(-1).view(np.uint8)[:] = host
-
-    def _outputs_of(self, args: list[np.ndarray]) -> list[np.ndarray]:
-        return args[self.n_inputs :]
-
-    n_inputs = 0
+        for buf, a in zip(self.io[n:], args[n:]):
+            a.reshape(-1).view(np.uint8)[:] = buf[: a.nbytes].cpu().numpy()
 
     def run_torch(self, inputs: list[Any]) -> list[Any]:
         """Copies device `inputs` into the io buffers, runs, returns the outputs."""
@@ -227,10 +225,27 @@ class TritonProgram:
         return io[len(inputs) :]
 
 
+def default_device() -> str:
+    """"cuda" when torch sees a GPU, "cpu" under TRITON_INTERPRET=1, else an error."""
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError:
+        raise SmeltError(
+            "the gpu target needs torch and triton: pip install 'smelt[gpu]'"
+        ) from None
+    if torch.cuda.is_available():
+        return "cuda"
+    if interpreting():
+        return "cpu"
+    raise SmeltError(
+        "the gpu target found no CUDA device; `smelt aot MODEL --arch sm_90` checks "
+        "every kernel without one, and TRITON_INTERPRET=1 runs tiny models on the CPU"
+    )
+
+
 def compile_to_triton(
-    module: ModuleOp, n_inputs: int, device: str = "cuda", cuda_graph: bool = True
+    module: ModuleOp, device: str | None = None, cuda_graph: bool = True
 ) -> TritonProgram:
     """The launch plan of a loop-level module with @main (after buffer-plan)."""
-    program = TritonProgram(module, device, cuda_graph)
-    program.n_inputs = n_inputs
-    return program
+    return TritonProgram(module, device or default_device(), cuda_graph)

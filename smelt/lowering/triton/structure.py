@@ -246,8 +246,8 @@ def combine_op(acc: SSAValue, yielded: SSAValue) -> type[Operation] | None:
     acc), with acc used nowhere else; else None."""
     op = yielded.owner
     uses = {u.operation for u in acc.uses}
-    if isinstance(op, arith.SelectOp) and op.false_value is acc:
-        inner = op.true_value.owner
+    if isinstance(op, arith.SelectOp) and op.rhs is acc:
+        inner = op.lhs.owner
         if (
             isinstance(inner, COMBINERS)
             and uses == {op, inner}
