@@ -28,6 +28,7 @@ from smelt.lowering.triton.structure import (
     Chain,
     Deps,
     Phase,
+    body_ops,
     chain_from,
     is_statement,
     loaded_buffers,
@@ -150,21 +151,18 @@ def _dag_ops(value: SSAValue) -> list[Operation]:
 
 
 def find_contraction(phase: Phase, deps: dict[SSAValue, Deps]) -> Contraction | None:
-    """The contraction computed by `phase`, or None."""
+    """The contraction computed by `phase` (under its grid loops), or None."""
     if phase.grid is None or not phase.grid.loops:
-        return None
+        return memory_form([], [], phase.ops, deps, stored_buffers(phase.ops))
     grid = phase.grid
     body = phase.body
     loops = [op for op in body if isinstance(op, ForOp)]
-    others = [op for op in body if not isinstance(op, ForOp)]
     written = stored_buffers(phase.ops)
     if len(loops) == 1 and loops[0].kind.data == REDUCTION and _pure(
-        [o for o in others if body.index(o) < body.index(loops[0])]
+        body[: body.index(loops[0])]
     ):
         return _dot_form(grid, body, loops[0], deps, written)
-    if len(loops) in (2, 3) and _pure(others):
-        return _memory_form(grid, body, loops, deps, written)
-    return None
+    return memory_form(grid.ivs, grid.extents, body, deps, written)
 
 
 def _dot_form(
@@ -229,35 +227,50 @@ def _match(
     return alias
 
 
-def _memory_form(
-    grid: Chain,
-    body: list[Operation],
-    loops: list[ForOp],
+def nest_from(loop: ForOp) -> Chain | None:
+    """Loops of any kind nested through bodies of pure ops and one inner loop,
+    without iter_args; None if some level carries values."""
+    loops = [loop]
+    while True:
+        if loops[-1].iter_inits:
+            return None
+        ops = body_ops(loops[-1])
+        inner = [op for op in ops if isinstance(op, ForOp)]
+        if len(inner) != 1 or not _pure([o for o in ops if o is not inner[0]]):
+            return Chain(loops)
+        loops.append(inner[0])
+
+
+def memory_form(
+    grid_ivs: list[SSAValue],
+    grid_extents: list[int],
+    stmts: list[Operation],
     deps: dict[SSAValue, Deps],
     written: set[SSAValue],
 ) -> Contraction | None:
-    init_loop, red, *rest = loops
-    if init_loop.kind.data != PARALLEL or red.kind.data != REDUCTION or red.iter_inits:
+    """[fill nest, update nest, optional epilogue nest] among pure ops: the fill
+    stores OUT's initial value, the update nest (its parallel loops are tile dims,
+    its reduction loops K) does OUT[I] += x * y, the epilogue reloads OUT[I]."""
+    loops = [op for op in stmts if isinstance(op, ForOp)]
+    if len(loops) not in (2, 3) or not _pure([o for o in stmts if o not in loops]):
         return None
-    if rest and rest[0].kind.data != PARALLEL:
+    nests = [nest_from(op) for op in loops]
+    if any(n is None for n in nests):
         return None
-    init_chain = chain_from(init_loop, (PARALLEL,))
-    red_chain = chain_from(red, (REDUCTION,))
+    init_chain, update_nest, *rest = nests
+    assert init_chain is not None and update_nest is not None
+    if any(lp.kind.data != PARALLEL for n in (init_chain, *rest) for lp in n.loops):
+        return None
+    q_ivs = [lp.iv for lp in update_nest.loops if lp.kind.data == PARALLEL]
+    q_extents = [lp.trip_count for lp in update_nest.loops if lp.kind.data == PARALLEL]
+    k_loops = [lp for lp in update_nest.loops if lp.kind.data == REDUCTION]
+    if not k_loops:
+        return None
     init_store = _single_store(init_chain.all_ops())
-    if init_store is None:
+    update = _single_store(update_nest.all_ops())
+    if init_store is None or update is None or update.memref is not init_store.memref:
         return None
     out = init_store.memref
-    # the reduction chain's innermost body: pure ops and one parallel chain Q
-    inner = [op for op in red_chain.level_ops(len(red_chain.loops) - 1)]
-    q_loops = [op for op in inner if isinstance(op, ForOp)]
-    if len(q_loops) != 1 or not _pure([o for o in inner if o is not q_loops[0]]):
-        return None
-    if q_loops[0].kind.data != PARALLEL:
-        return None
-    q = chain_from(q_loops[0], (PARALLEL,))
-    update = _single_store(q.all_ops())
-    if update is None or update.memref is not out:
-        return None
     index = list(update.indices)
     acc_load = None
     xy = None
@@ -272,24 +285,22 @@ def _memory_form(
         return None
     if not _supported_acc(acc_load.type):
         return None
-    alias = _match(list(init_store.indices), init_chain.ivs, index, q.ivs)
-    if alias is None or init_chain.extents != q.extents:
+    alias = _match(list(init_store.indices), init_chain.ivs, index, q_ivs)
+    if alias is None or init_chain.extents != q_extents:
         return None
-    tile = grid.ivs + q.ivs
+    tile = list(grid_ivs) + q_ivs
     post: list[Operation] = []
-    result: SSAValue | None = None
+    result: SSAValue = acc_load
     final_store = None
     if rest:
-        epi = chain_from(rest[0], (PARALLEL,))
+        epi = rest[0]
         ops = epi.all_ops()
-        if any(isinstance(o, ForOp) for o in ops) or epi.extents != q.extents:
+        if epi.extents != q_extents:
             return None
-        loads = [
-            o for o in ops if isinstance(o, memref.LoadOp) and o.memref is out
-        ]
+        loads = [o for o in ops if isinstance(o, memref.LoadOp) and o.memref is out]
         if len(loads) != 1:
             return None
-        epi_alias = _match(list(loads[0].indices), epi.ivs, index, q.ivs)
+        epi_alias = _match(list(loads[0].indices), epi.ivs, index, q_ivs)
         if epi_alias is None:
             return None
         alias |= epi_alias
@@ -297,7 +308,8 @@ def _memory_form(
         post = [o for o in ops if o is not loads[0]]
     else:
         final_store = (out, index)
-    allowed = set(tile) | set(red_chain.ivs)
+    k_ivs = [lp.iv for lp in k_loops]
+    allowed = set(tile) | set(k_ivs)
     if not _operands_ok(*xy, allowed, deps, written - {out}):
         return None
     if loaded_buffers(_dag_ops(xy[0]) + _dag_ops(xy[1])) & {out}:
@@ -305,14 +317,9 @@ def _memory_form(
     init_value = init_store.value
     if not {alias.get(s, s) for s in deps.get(init_value, EMPTY)} <= set(tile):
         return None
-    cls = _classify(tile, *xy, deps, alias)
-    if cls is None:
-        return None
-    m, n, b, x, y = cls
-    if result is None:
-        result = acc_load  # stands for the finished tile in the final store
-    extents = grid.extents + q.extents
+    m, n, b, x, y = _classify(tile, *xy, deps, alias)
+    extents = list(grid_extents) + q_extents
     return Contraction(
-        tile, extents, m, n, b, red_chain.ivs, red_chain.extents, x, y,
+        tile, extents, m, n, b, k_ivs, [lp.trip_count for lp in k_loops], x, y,
         acc_load.type, init_value, result, post, alias, final_store,
     )  # fmt: skip

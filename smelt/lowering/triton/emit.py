@@ -348,9 +348,7 @@ class PhaseEmitter:
         self.block_chains: dict[ForOp, BlockChain] = {}
         self.phase_mode = "serial"
         self.lane_axes: frozenset[str] = frozenset()
-        contraction = None
-        if phase.grid is not None and phase.grid.loops:
-            contraction = find_contraction(phase, self.deps)
+        contraction = find_contraction(phase, self.deps)
         if contraction is not None and _dot_types(contraction) is not None:
             schedule, grid = self.emit_dot(contraction)
         elif phase.grid is not None and phase.grid.loops:
@@ -547,6 +545,9 @@ def kernel_functions(kernel: func.FuncOp) -> list[TritonKernel]:
     """The Triton functions (one per phase, launched in order) of one loop kernel."""
     deps = dependences(kernel)
     phases = kernel_phases(kernel)
+    whole = Phase(None, [op for p in phases for op in p.ops])
+    if len(phases) > 1 and find_contraction(whole, deps) is not None:
+        phases = [whole]  # fill, update and epilogue nests make one dot kernel
     base = kernel.sym_name.data
     out = []
     for i, phase in enumerate(phases):
