@@ -110,6 +110,10 @@ SMELT_UNIVERSE = Universe(
         ),
         "graph-fuse": _pass("smelt.passes.graph_fuse", "GraphFusePass"),
         "buffer-plan": _pass("smelt.passes.buffer_plan", "BufferPlanPass"),
+        "loop-vectorize": _pass("smelt.passes.loop_vectorize", "LoopVectorizePass"),
+        "loop-parallelize": _pass(
+            "smelt.passes.loop_parallelize", "LoopParallelizePass"
+        ),
         "convert-graph-to-loop": _pass(
             "smelt.lowering.convert_graph_to_loop", "ConvertGraphToLoopPass"
         ),

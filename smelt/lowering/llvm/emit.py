@@ -1,12 +1,13 @@
 """A loop-level module → one LLVM module with one entry point per model.
 
-    void smelt_main(ptr io, ptr arena, ptr weights)
+    void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)
 
 `io` points to @main's buffer pointers (inputs then outputs, in @main's argument
 order); intermediates live at fixed offsets in `arena` and weights in `weights` (see
 `plan.py`). The entry point calls the kernels, which are internal functions, in
-@main's order. A later thread pool slots in at that level: a parallel outer loop
-becomes its own function over an iteration range, dispatched by the entry point.
+@main's order. Kernels with loops marked `loop.threads` also get `pool`, the thread
+pool that runs those loops (`threads.py`, `emit_parallel.py`); a null pool runs
+them serially.
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
 from xdsl.ir import SSAValue
 
-from smelt.dialects.loop import AllocOp, ConstantOp, ViewOp, is_kernel
+from smelt.dialects.loop import AllocOp, ConstantOp, ForOp, ViewOp, is_kernel
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.emit_kernel import (
     EmitOptions,
@@ -41,9 +48,10 @@ from smelt.lowering.llvm.types import (
     constant,
     op_name,
 )
+from smelt.passes.loop_parallelize import THREADS_ATTR
 
 ENTRY = "smelt_main"
-"""The native entry point: void smelt_main(ptr io, ptr arena, ptr weights)."""
+"""The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
 
 OP_EMITTERS: dict[str, OpEmitter] = {
     **ARITH_EMITTERS,
@@ -64,6 +72,8 @@ class LoweredModule:
     io_types: list[MemRefType]
     input_names: list[str]
     output_names: list[str]
+    threads: int = 1
+    """The most threads any loop asks for (`loop.threads`): the pool's size."""
 
 
 def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> LoweredModule:
@@ -98,7 +108,19 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         io_types,  # type: ignore[arg-type]  # checked by _emit_entry
         _names(main, "smelt.input_names"),
         _names(main, "smelt.output_names"),
+        _threads(kernels),
     )
+
+
+def _threads(kernels: list[func.FuncOp]) -> int:
+    counts = [
+        op.attributes[THREADS_ATTR].value.data
+        for kernel in kernels
+        for op in kernel.walk()
+        if isinstance(op, ForOp)
+        and isinstance(op.attributes.get(THREADS_ATTR), IntegerAttr)
+    ]
+    return max([1, *counts])
 
 
 def emit_llvm_ir(module: ModuleOp, options: EmitOptions | None = None) -> str:
@@ -119,10 +141,10 @@ def _emit_entry(
     functions: dict[str, tuple[ir.Function, func.FuncOp]],
     plan: MemoryPlan,
 ) -> None:
-    fn = ir.Function(ir_module, ir.FunctionType(VOID, [PTR, PTR, PTR]), ENTRY)
+    fn = ir.Function(ir_module, ir.FunctionType(VOID, [PTR, PTR, PTR, PTR]), ENTRY)
     fn.attributes.add("nounwind")
-    io, arena, weights = fn.args
-    io.name, arena.name, weights.name = "io", "arena", "weights"
+    io, arena, weights, pool = fn.args
+    io.name, arena.name, weights.name, pool.name = "io", "arena", "weights", "pool"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     buffers: dict[SSAValue, ir.Value] = {}
     for i, arg in enumerate(main.body.block.args):
@@ -161,7 +183,10 @@ def _emit_entry(
                     f"@main calls @{callee} with buffers of types {given}; "
                     f"it takes {list(kernel.function_type.inputs.data)}"
                 )
-            b.call(target, [buffers[v] for v in op.arguments])
+            args = [buffers[v] for v in op.arguments]
+            if len(target.args) > len(args):  # the kernel runs loops on threads
+                args.append(pool)
+            b.call(target, args)
         elif isinstance(op, func.ReturnOp):
             if op.operands:
                 raise SmeltError(

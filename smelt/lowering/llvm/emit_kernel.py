@@ -32,6 +32,7 @@ from smelt.lowering.llvm.types import (
     suffix,
     value_type,
 )
+from smelt.passes.loop_parallelize import THREADS_ATTR
 
 OpEmitter = Callable[["KernelEmitter", Operation], None]
 """Emits one op at the builder's position and binds its results."""
@@ -80,6 +81,9 @@ class EmitOptions:
 
     fast_math: bool = False
     """Add `reassoc nsz` to float arithmetic (vectorized reductions need it)."""
+    vector_math: bool = True
+    """exp, tanh, erf on f32/f16 vectors as IR polynomials (`vector_math.py`,
+    a few ulp) instead of libm lane by lane."""
 
 
 def kernel_function_name(kernel_name: str) -> str:
@@ -104,17 +108,26 @@ def declare_function(
     return fn
 
 
+def uses_threads(kernel: func.FuncOp) -> bool:
+    """Whether `kernel` has a loop marked to run on threads (`loop.threads`)."""
+    return any(
+        isinstance(op, ForOp) and THREADS_ATTR in op.attributes for op in kernel.walk()
+    )
+
+
 def declare_kernel(module: ir.Module, kernel: func.FuncOp) -> ir.Function:
-    """An internal `void(ptr, ...)` function for `kernel`, body not yet emitted."""
+    """An internal `void(ptr, ...)` function for `kernel`, body not yet emitted.
+
+    A kernel with threaded loops takes the thread pool as one more, last pointer.
+    """
     name = kernel.sym_name.data
     for arg in kernel.body.block.args:
         buffer_info(arg.type)  # raises a SmeltError for non-buffer arguments
     if kernel.function_type.outputs.data:
         raise SmeltError(f"kernel @{name} must not return values")
+    n_args = len(kernel.body.block.args) + uses_threads(kernel)
     fn = ir.Function(
-        module,
-        ir.FunctionType(VOID, [PTR] * len(kernel.body.block.args)),
-        kernel_function_name(name),
+        module, ir.FunctionType(VOID, [PTR] * n_args), kernel_function_name(name)
     )
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
@@ -124,11 +137,14 @@ def declare_kernel(module: ir.Module, kernel: func.FuncOp) -> ir.Function:
     fn.attributes.add("noinline")
     for i, (ir_arg, arg) in enumerate(zip(fn.args, kernel.body.block.args)):
         ir_arg.name = arg.name_hint or f"arg{i}"
+    if uses_threads(kernel):
+        fn.args[-1].name = "pool"
     return fn
 
 
 class KernelEmitter:
-    """Emits the body of one kernel into its declared LLVM function."""
+    """Emits the body of one kernel into its declared LLVM function (or, for an
+    outlined parallel loop, into that loop's task function)."""
 
     def __init__(
         self,
@@ -136,6 +152,7 @@ class KernelEmitter:
         kernel: func.FuncOp,
         table: dict[str, OpEmitter],
         options: EmitOptions,
+        pool: ir.Value | None = None,
     ):
         self.fn = fn
         self.module: ir.Module = fn.module
@@ -145,6 +162,9 @@ class KernelEmitter:
         self.options = options
         self.values: dict[SSAValue, ir.Value] = {}
         self.builder = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.pool = pool
+        """The thread pool; None where marked loops run serially (inside a task)."""
+        self.tasks = 0  # outlined loops so far, to name the next one
 
     # --- values -------------------------------------------------------------
 
@@ -187,6 +207,8 @@ class KernelEmitter:
         """Emits the whole kernel body."""
         for ir_arg, arg in zip(self.fn.args, self.kernel.body.block.args):
             self.bind(arg, ir_arg)
+        if uses_threads(self.kernel):
+            self.pool = self.fn.args[-1]
         self.emit_block(self.kernel.body.block)
         self.builder.ret_void()
 
@@ -243,6 +265,21 @@ class KernelEmitter:
             for res, value in zip(op.res, yield_op.values):
                 self.bind(res, self.get(value))
             return
+        if self.pool is not None and THREADS_ATTR in op.attributes and not inits:
+            from smelt.lowering.llvm.emit_parallel import emit_parallel_for
+
+            emit_parallel_for(self, op)
+            return
+        self.emit_loop(op, constant(I64, lb), constant(I64, lb + trips * step), inits)
+
+    def emit_loop(
+        self, op: ForOp, first: ir.Value, stop: ir.Value, inits: list[ir.Value]
+    ) -> None:
+        """The loop of `op` from iv `first` while iv != `stop` (at least one trip)."""
+        block = op.body.block
+        step = op.step.data
+        yield_op = block.last_op
+        assert isinstance(yield_op, YieldOp)
         b = self.builder
         iv_name = block.args[0].name_hint or "iv"
         preheader = b.block
@@ -250,7 +287,7 @@ class KernelEmitter:
         b.branch(header)
         b.position_at_end(header)
         iv = b.phi(I64, name=iv_name)
-        iv.add_incoming(constant(I64, lb), preheader)
+        iv.add_incoming(first, preheader)
         self.bind(block.args[0], iv)
         phis = []
         for arg, init in zip(block.args[1:], inits):
@@ -261,7 +298,7 @@ class KernelEmitter:
         self.emit_block(block)
         latch = b.block
         next_iv = b.add(iv, constant(I64, step), name=f"{iv_name}.next", flags=["nsw"])
-        done = b.icmp_signed("==", next_iv, constant(I64, lb + trips * step))
+        done = b.icmp_signed("==", next_iv, stop)
         exit_block = self.fn.append_basic_block(f"{iv_name}.exit")
         b.cbranch(done, exit_block, header)
         iv.add_incoming(next_iv, latch)
@@ -298,9 +335,18 @@ class KernelEmitter:
 
     def alloca(self, info: BufferInfo) -> ir.Value:
         """A scratch buffer in the kernel's stack frame, allocated once on entry."""
+        ty = ir.ArrayType(memory_type(info.element), max(1, info.numel))
+        return self.entry_alloca(ty, align=64)
+
+    def entry_alloca(self, ty: ir.Type, name: str = "", align: int = 0) -> ir.Value:
+        """A stack slot of `ty` at the start of the function, as a plain ptr."""
+        entry = self.fn.entry_basic_block
         b = ir.IRBuilder()
-        b.position_at_start(self.fn.entry_basic_block)
-        slot = b.alloca(ir.ArrayType(memory_type(info.element), max(1, info.numel)))
-        slot.align = 64
-        slot.type = PTR  # llvmlite types it as [n x T]*; memory ops want plain ptr
+        b.position_at_start(entry)
+        slot = b.alloca(ty, name=name)
+        if align:
+            slot.align = align
+        slot.type = PTR  # llvmlite types it as T*; memory ops want plain ptr
+        if self.builder.block is entry:  # its insertion index moved by one
+            self.builder.position_at_end(entry)
         return slot

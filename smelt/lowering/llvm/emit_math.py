@@ -2,7 +2,9 @@
 
 LLVM intrinsics where they exist (exp, log, sqrt, pow, fabs, floor, fma, ...); the C
 math library for the rest (tanh, erf, ...), called in f32 for f16 values as numpy
-computes them, and lane by lane for vectors.
+computes them, and lane by lane for vectors. exp, tanh and erf on f32/f16 vectors
+are polynomials in IR instead (`vector_math.py`) unless `EmitOptions.vector_math`
+is off: they are what vectorized GELU, softmax and tanh layers spend their time in.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from llvmlite import ir
 from xdsl.ir import Operation
 
 from smelt.errors import SmeltError
-from smelt.lowering.llvm import libm
+from smelt.lowering.llvm import libm, vector_math
 from smelt.lowering.llvm.emit_kernel import (
     OpEmitter,
     declare_function,
@@ -49,7 +51,19 @@ _MATH_INTRINSICS = {
 }
 
 
+def _vector_math(em: KernelEmitter, op: Operation) -> bool:
+    """Emits `op` with `vector_math.py` if it applies; says whether it did."""
+    name = op_name(op).removeprefix("math.")
+    ty = result_type(op)
+    if not (em.options.vector_math and vector_math.applies(name, ty)):
+        return False
+    em.bind(op.results[0], vector_math.emit(em, name, em.get(op.operands[0])))
+    return True
+
+
 def emit_math_intrinsic(em: KernelEmitter, op: Operation) -> None:
+    if _vector_math(em, op):
+        return
     args = em.operands(op)
     ty = result_type(op)
     flags = em.fp_flags(op) if op_name(op) not in ("math.ctpop",) else ()
@@ -86,6 +100,8 @@ def emit_rsqrt(em: KernelEmitter, op: Operation) -> None:
 
 def emit_math_libm(em: KernelEmitter, op: Operation) -> None:
     """tanh, erf, ... have no LLVM intrinsic: call libm, lane by lane for vectors."""
+    if _vector_math(em, op):
+        return
     args = em.operands(op)
     ty = result_type(op)
     name = op_name(op).removeprefix("math.")

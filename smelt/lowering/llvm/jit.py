@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import threading
+import weakref
 from functools import cache, cached_property
 
 import llvmlite.binding as llvm
@@ -11,13 +14,17 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 
 from smelt.dialects.dtypes import to_numpy
 from smelt.errors import SmeltError
-from smelt.lowering.llvm import libm
+from smelt.lowering.llvm import libm, threads
 from smelt.lowering.llvm.emit import ENTRY, lower_module
 from smelt.lowering.llvm.emit_kernel import EmitOptions
 from smelt.lowering.llvm.plan import aligned_empty
 from smelt.lowering.llvm.types import buffer_info
 
-_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_ENTRY_TYPE = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
+)
+_POOL_START_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+_POOL_STOP_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 @cache
@@ -25,6 +32,7 @@ def _initialize() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     libm.register_symbols()
+    threads.register_symbols()
 
 
 def host_target_machine(opt_level: int = 3) -> llvm.TargetMachine:
@@ -64,7 +72,12 @@ class NativeProgram:
     `args` are @main's buffers in order (inputs, then outputs), C-contiguous with
     @main's dtypes and shapes; outputs are written in place. The arena and the
     weight blob are allocated once here, so a run allocates nothing large; for the
-    same reason one program runs one call at a time (the arena is shared).
+    same reason one program runs one call at a time (the arena is shared: a lock
+    makes concurrent calls wait).
+
+    A program whose loops run on threads owns a pool of `threads` threads, started
+    here and stopped (workers woken and joined) when the program is collected or
+    the interpreter exits; a forked child starts its own.
     """
 
     def __init__(
@@ -78,6 +91,7 @@ class NativeProgram:
         arena_bytes: int,
         weights: np.ndarray,
         weight_bytes: int,
+        threads: int = 1,
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
         self._engine, self._module, self._tm = engine, mod, tm
@@ -97,6 +111,28 @@ class NativeProgram:
         ]
         self._io = (ctypes.c_void_p * max(1, len(io_types)))()
         self.llvm_ir = str(mod)
+        self._lock = threading.Lock()
+        self.threads = 1
+        self._threads_wanted = threads
+        self._pool: np.ndarray | None = None
+        self._pool_pid = 0
+        self._pool_finalizer: weakref.finalize | None = None
+        if threads > 1:
+            self._start_pool()
+
+    def _start_pool(self) -> None:
+        if self._pool_finalizer is not None:
+            # a fork: the parent's workers do not exist here; forget, never join them
+            self._pool_finalizer.detach()
+        engine = self._engine
+        start = _POOL_START_TYPE(engine.get_function_address(threads.START))
+        stop = _POOL_STOP_TYPE(engine.get_function_address(threads.STOP))
+        pool = aligned_empty(threads.pool_bytes(self._threads_wanted))
+        self.threads = int(start(pool.ctypes.data, self._threads_wanted))
+        self._pool, self._pool_pid = pool, os.getpid()
+        # The finalizer holds the engine (the code) and the pool memory alive until
+        # the workers are joined; it must not hold `self`.
+        self._pool_finalizer = weakref.finalize(self, _stop_pool, stop, pool, engine)
 
     @cached_property
     def asm(self) -> str:
@@ -127,12 +163,21 @@ class NativeProgram:
                 )
             if i >= len(self.input_names) and not arg.flags.writeable:
                 raise SmeltError(f"output buffer {name} must be writeable")
-            self._io[i] = arg.ctypes.data
-        self._entry(
-            ctypes.addressof(self._io),
-            self._arena.ctypes.data,
-            self._weights.ctypes.data,
-        )
+        with self._lock:
+            for i, arg in enumerate(args):
+                self._io[i] = arg.ctypes.data
+            if self._pool is not None and self._pool_pid != os.getpid():
+                self._start_pool()
+            self._entry(
+                ctypes.addressof(self._io),
+                self._arena.ctypes.data,
+                self._weights.ctypes.data,
+                self._pool.ctypes.data if self._pool is not None else None,
+            )
+
+
+def _stop_pool(stop, pool: np.ndarray, engine: llvm.ExecutionEngine) -> None:
+    stop(pool.ctypes.data)
 
 
 def _same_storage(given: np.dtype, expected: np.dtype) -> bool:
@@ -178,4 +223,5 @@ def compile_to_native(
         lowered.plan.arena_bytes,
         lowered.plan.weights,
         lowered.plan.weight_bytes,
+        lowered.threads,
     )

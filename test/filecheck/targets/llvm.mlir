@@ -45,7 +45,7 @@ func.func @relu_sum(%a: memref<4x8xf32>, %m: memref<4xi1>, %o: memref<4xf32>)
 }
 
 // One entry point per model: io pointers, the arena, the weight blob.
-// CHECK-LABEL: define void @"smelt_main"(ptr %"io", ptr %"arena", ptr %"weights")
+// CHECK-LABEL: define void @"smelt_main"(ptr %"io", ptr %"arena", ptr %"weights", ptr %"pool")
 // CHECK:         %"a" = load ptr, ptr %{{.*}}, align 8
 // CHECK:         %"o" = load ptr, ptr %{{.*}}, align 8
 // CHECK-NEXT:    %"w" = getelementptr inbounds i8, ptr %"weights", i64 0

@@ -1,0 +1,97 @@
+"""A `loop.for` marked `loop.threads` → an outlined task run by the thread pool.
+
+    loop.for %i = 0 to 64 step 1 parallel {...} {loop.threads = 2 : i64}
+
+becomes, in the kernel,
+
+    store the values the body uses (buffers, scalars, outer ivs) in a context struct
+    call @smelt.parallel_for(ptr %pool, ptr @"smelt.kernel.k.task0", ptr %ctx, i64 64)
+
+and a task `void @"smelt.kernel.k.task0"(ptr ctx, i64 begin, i64 end)` that reloads
+them and runs iterations begin..end (iv = lb + t·step). Constants are emitted again
+in the task, not passed, so that LLVM still folds them. Inside a task, marked
+loops run serially: the pool is busy with the task itself.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+from xdsl.dialects import arith
+from xdsl.ir import Operation, SSAValue
+
+from smelt.dialects.loop import ForOp
+from smelt.lowering.llvm.threads import TASK, define_pool
+from smelt.lowering.llvm.types import I64, constant
+
+if TYPE_CHECKING:
+    from smelt.lowering.llvm.emit_kernel import KernelEmitter
+
+
+def captured_values(op: ForOp) -> tuple[list[SSAValue], list[Operation]]:
+    """Values the loop uses but does not define, and the constants among them."""
+    values: dict[SSAValue, None] = {}
+    constants: dict[Operation, None] = {}
+    for inner in op.walk():
+        for operand in inner.operands:
+            owner = operand.owner
+            defined_inside = (
+                op.is_ancestor(owner)
+                if isinstance(owner, Operation)
+                else op.is_ancestor(owner.parent_op())  # a block argument
+            )
+            if defined_inside:
+                continue
+            if isinstance(owner, arith.ConstantOp):
+                constants[owner] = None
+            else:
+                values[operand] = None
+    return list(values), list(constants)
+
+
+def emit_parallel_for(em: KernelEmitter, op: ForOp) -> None:
+    """Outlines `op` into a task and calls the pool on it (em.pool is not None)."""
+    from smelt.lowering.llvm.emit_kernel import KernelEmitter
+
+    assert em.pool is not None
+    values, constants = captured_values(op)
+    fields = [em.get(v) for v in values]
+    ctx_type = ir.LiteralStructType([f.type for f in fields])
+
+    task = ir.Function(em.module, TASK, f"{em.fn.name}.task{em.tasks}")
+    em.tasks += 1
+    task.linkage = "internal"
+    task.attributes.add("nounwind")
+    ctx_arg, begin, end = task.args
+    ctx_arg.name, begin.name, end.name = "ctx", "begin", "end"
+
+    # the kernel side: fill the context, hand the task to the pool
+    ctx = em.entry_alloca(ctx_type, name="ctx")
+    b = em.builder
+    for i, value in enumerate(fields):
+        b.store(value, b.gep(ctx, [constant(ir.IntType(32), 0), constant(ir.IntType(32), i)],
+                             inbounds=True, source_etype=ctx_type))  # fmt: skip
+    b.call(define_pool(em.module), [em.pool, task, ctx, constant(I64, op.trip_count)])
+
+    # the task side: reload the context, run iterations begin..end
+    sub = KernelEmitter(task, em.kernel, em.table, em.options, pool=None)
+    tb = sub.builder
+    for i, (value, field) in enumerate(zip(values, fields)):
+        slot = tb.gep(ctx_arg, [constant(ir.IntType(32), 0), constant(ir.IntType(32), i)],
+                      inbounds=True, source_etype=ctx_type)  # fmt: skip
+        loaded = tb.load(slot, typ=field.type, name=value.name_hint or "")
+        sub.bind(value, loaded)
+    for const in constants:
+        sub.emit_op(const)
+    lb, step = constant(I64, op.lb.data), constant(I64, op.step.data)
+    first = tb.add(lb, tb.mul(begin, step, flags=["nsw"]), flags=["nsw"])
+    stop = tb.add(lb, tb.mul(end, step, flags=["nsw"]), flags=["nsw"])
+    run = task.append_basic_block("run")
+    leave = task.append_basic_block("leave")
+    tb.cbranch(tb.icmp_signed("<", begin, end), run, leave)
+    tb.position_at_end(run)
+    sub.emit_loop(op, first, stop, [])
+    tb.branch(leave)
+    tb.position_at_end(leave)
+    tb.ret_void()

@@ -1,0 +1,406 @@
+"""loop-vectorize: innermost `loop.for` loops → vector loops plus a scalar remainder."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, vector
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    VectorType,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, VerifyException
+
+from smelt.dialects import loop
+from smelt.passes.loop_analysis import (
+    Access,
+    Affine,
+    affine_form,
+    is_elementwise_kernel,
+    may_alias,
+)
+
+_ARITH = (
+    "constant addf subf mulf divf negf maximumf minimumf maxnumf minnumf addi subi "
+    "muli andi ori xori shli shrsi shrui divsi divui remsi remui floordivsi ceildivsi "
+    "ceildivui maxsi minsi maxui minui select extf truncf bitcast cmpf cmpi sitofp "
+    "uitofp fptosi fptoui extsi extui trunci index_cast index_castui"
+)
+_MATH = (
+    "absf absi ceil copysign cos ctlz ctpop cttz erf exp exp2 expm1 floor fma log "
+    "log10 log1p log2 powf round roundeven rsqrt sin sqrt tan tanh trunc atan atan2 "
+    "sinh cosh asin acos asinh acosh atanh cbrt"
+)
+ELEMENTWISE = frozenset(
+    [f"arith.{n}" for n in _ARITH.split()] + [f"math.{n}" for n in _MATH.split()]
+)
+"""Pure elementwise ops. A varying one becomes the same op on vectors, if xDSL's
+verifier accepts that form (0.75 has no vector compares or int/float casts)."""
+
+# combining op → (vector.reduction kind, neutral element, needs reassociation)
+REDUCTIONS: dict[str, tuple[str, float | str, bool]] = {
+    "arith.addf": ("add", -0.0, True),
+    "arith.mulf": ("mul", 1.0, True),
+    "arith.maximumf": ("maximumf", -math.inf, False),
+    "arith.minimumf": ("minimumf", math.inf, False),
+    "arith.maxnumf": ("maxnumf", math.nan, False),
+    "arith.minnumf": ("minnumf", math.nan, False),
+    "arith.addi": ("add", 0, False),
+    "arith.muli": ("mul", 1, False),
+    "arith.andi": ("and", "ones", False),
+    "arith.ori": ("or", 0, False),
+    "arith.xori": ("xor", 0, False),
+    "arith.maxsi": ("maxsi", "smin", False),
+    "arith.minsi": ("minsi", "smax", False),
+    "arith.maxui": ("maxui", 0, False),
+    "arith.minui": ("minui", "ones", False),
+}
+
+
+@dataclass
+class Reduction:
+    index: int  # position among the iter_args
+    combine: Operation
+    kind: str
+    neutral: float | str
+    reassoc: bool
+
+
+class Refused(Exception):
+    """The loop cannot be vectorized; the message says why (for debugging)."""
+
+
+def _vector_of(t: Attribute, width: int) -> VectorType:
+    return VectorType(t, [width])
+
+
+def _neutral(t: Attribute, value: float | str, width: int) -> arith.ConstantOp:
+    if isinstance(t, IntegerType) and isinstance(value, str):
+        bits = t.width.data
+        value = {"ones": -1, "smin": -(1 << (bits - 1)), "smax": (1 << (bits - 1)) - 1}[
+            value
+        ]
+        if bits == 1:  # i1 holds -1 and 0; "ones" and smin are true, smax false
+            value = {-1: 1}.get(value, value)
+    vt = _vector_of(t, width)
+    return arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(vt, [value]), vt)
+
+
+class LoopVectorizer:
+    """Vectorizes one innermost loop: `check` refuses, `rewrite` commits."""
+
+    def __init__(self, op: loop.ForOp, width: int, reassoc: bool):
+        self.loop = op
+        self.width = width
+        self.reassoc = reassoc
+        self.block = op.body.block
+        self.iv = self.block.args[0]
+        self.varying: set[SSAValue] = set()
+        self.accesses: dict[Operation, Access] = {}
+        self.reductions: list[Reduction] = []
+
+    # --- legality -------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raises Refused unless vectorizing keeps the loop's meaning."""
+        op = self.loop
+        if op.step.data != 1:
+            raise Refused("step is not 1")
+        if op.trip_count < self.width:
+            raise Refused("fewer iterations than lanes")
+        self.varying = {self.iv, *self.block.args[1:]}
+        forms: dict[SSAValue, Affine | None] = {}
+        for inner in self.block.ops:
+            if inner.regions:
+                raise Refused("not an innermost loop")
+            if isinstance(inner, loop.YieldOp):
+                continue
+            if isinstance(inner, memref.LoadOp | memref.StoreOp):
+                self._check_access(inner, forms)
+            elif inner.name not in ELEMENTWISE or inner.name == "math.fpowi":
+                raise Refused(f"cannot vectorize {inner.name}")
+            if any(v in self.varying for v in inner.operands):
+                self.varying.update(inner.results)
+        for v in self.varying:
+            if isinstance(v.type, VectorType | MemRefType):
+                raise Refused("already vector code")
+        self._check_aliasing()
+        self._check_reductions()
+
+    def _check_access(self, op: Operation, forms) -> None:
+        is_store = isinstance(op, memref.StoreOp)
+        buffer = op.memref
+        if self._in_loop(buffer):
+            raise Refused("buffer defined in the loop")
+        indices = []
+        for index in op.indices:
+            form = affine_form(index, self.varying, forms)
+            if form is None:
+                raise Refused("index is not iv + invariant")
+            indices.append(form)
+        coeffs = [f.coeff(self.iv) for f in indices]
+        contiguous = bool(coeffs) and coeffs[-1] == 1 and not any(coeffs[:-1])
+        if any(coeffs) and not contiguous:
+            raise Refused("non-contiguous access")
+        if is_store and not contiguous:
+            raise Refused("store to a loop-invariant address")
+        self.accesses[op] = Access(op, buffer, indices, is_store)
+        if contiguous and not is_store:
+            self.varying.update(op.results)
+
+    def _check_aliasing(self) -> None:
+        """Vector order (all lanes of each op, op after op) must not change what any
+        load sees: accesses that may overlap a store must hit the same address."""
+        elementwise = is_elementwise_kernel(self.loop)
+        accesses = list(self.accesses.values())
+        for i, a in enumerate(accesses):
+            for b in accesses[i + 1 :]:
+                if not (a.is_store or b.is_store):
+                    continue
+                if may_alias(a.root, b.root, elementwise) and not (
+                    a.byte_offset().same_as(b.byte_offset())
+                ):
+                    raise Refused("a store may overlap another access")
+
+    def _check_reductions(self) -> None:
+        yielded = self.block.last_op
+        assert isinstance(yielded, loop.YieldOp)  # the verifier guarantees it
+        for k, (arg, out) in enumerate(zip(self.block.args[1:], yielded.values)):
+            combine = out.owner
+            if not (arg.has_one_use() and out.has_one_use()):
+                raise Refused("iter_arg used beyond one combining op")
+            if not isinstance(combine, Operation) or combine.name not in REDUCTIONS:
+                raise Refused("iter_arg is not a known reduction")
+            if arg not in combine.operands or all(o is arg for o in combine.operands):
+                raise Refused("iter_arg is not combined with a loop value")
+            kind, neutral, reassoc = REDUCTIONS[combine.name]
+            if reassoc and not self.reassoc:
+                raise Refused("float reduction needs reassoc=true")
+            if not isinstance(
+                arg.type, IntegerType | Float16Type | Float32Type | Float64Type
+            ):
+                raise Refused("reduction over an unsupported type")
+            self.reductions.append(Reduction(k, combine, kind, neutral, reassoc))
+
+    # --- rewrite --------------------------------------------------------------
+
+    def rewrite(self) -> None:
+        """Inserts the vector loop; the original loop keeps the remainder."""
+        op, w = self.loop, self.width
+        lb, trips = op.lb.data, op.trip_count
+        main_ub = lb + (trips // w) * w
+        neutrals = [
+            _neutral(arg.type, r.neutral, w)
+            for r, arg in zip(self.reductions, self.block.args[1:])
+        ]
+        vloop = loop.ForOp(lb, main_ub, w, op.kind.data, [c.result for c in neutrals])
+        vloop.attributes.update(op.attributes)
+        self.out = vloop.body.block
+        self.scalar: dict[SSAValue, SSAValue] = {self.iv: self.out.args[0]}
+        self.vec: dict[SSAValue, SSAValue] = {}
+        for r, acc in zip(self.reductions, self.out.args[1:]):
+            self.vec[self.block.args[1 + r.index]] = acc
+        try:
+            self._emit_body()
+            vloop.verify()
+        except (VerifyException, DiagnosticException, Refused) as e:
+            vloop.drop_all_references()
+            for c in neutrals:
+                c.erase()
+            raise Refused(f"vector form does not verify: {e}") from e
+        parent = op.parent_block()
+        assert parent is not None
+        parent.insert_ops_before([*neutrals, vloop], op)
+        results = []
+        for r, vres in zip(self.reductions, vloop.res):
+            flags = arith.FastMathFlagsAttr(
+                [arith.FastMathFlag.REASSOC] if r.reassoc else "none"
+            )
+            red = vector.ReductionOp.create(
+                operands=[vres, op.iter_inits[r.index]],
+                result_types=[vres.type.element_type],
+                properties={"kind": vector.CombiningKindAttr(
+                    vector.CombiningKindFlag(r.kind)), "fastmath": flags},
+            )  # fmt: skip
+            parent.insert_op_before(red, op)
+            results.append(red.results[0])
+        if main_ub == op.ub.data:
+            for old, new in zip(op.res, results):
+                old.replace_all_uses_with(new)
+            op.erase()
+        else:
+            op.lb = IntAttr(main_ub)
+            inits = list(op.iter_inits)
+            for r, new in zip(self.reductions, results):
+                inits[r.index] = new
+            op.operands = inits
+
+    def _emit_body(self) -> None:
+        for inner in self.block.ops:
+            if isinstance(inner, memref.LoadOp):
+                indices = [self.lane0(i) for i in inner.indices]
+                if inner.results[0] in self.varying:
+                    vt = _vector_of(inner.results[0].type, self.width)
+                    new = vector.LoadOp(inner.memref, indices, vt)
+                    self._add(new)
+                    self.vec[inner.results[0]] = new.results[0]
+                else:
+                    new = memref.LoadOp.get(inner.memref, indices)
+                    self._add(new)
+                    self.scalar[inner.results[0]] = new.results[0]
+            elif isinstance(inner, memref.StoreOp):
+                value = self.vector(inner.value)
+                indices = [self.lane0(i) for i in inner.indices]
+                self._add(vector.StoreOp(value, inner.memref, indices))
+            elif isinstance(inner, loop.YieldOp):
+                values = [self.vector(inner.values[r.index]) for r in self.reductions]
+                self._add(loop.YieldOp(*values))
+
+    def _add(self, op: Operation) -> None:
+        self.out.add_op(op)
+
+    def _in_loop(self, value: SSAValue) -> bool:
+        owner = value.owner
+        if isinstance(owner, Block):
+            return owner is self.block
+        return owner.parent_block() is self.block
+
+    def lane0(self, value: SSAValue) -> SSAValue:
+        """The scalar that `value` takes in the first lane (loop-invariant values and
+        the induction variable's value at the start of the vector)."""
+        if not self._in_loop(value):
+            return value
+        if value in self.scalar:
+            return self.scalar[value]
+        op = value.owner
+        if not isinstance(op, Operation) or op.name not in ELEMENTWISE:
+            raise Refused("no scalar form")
+        new = op.create(
+            operands=[self.lane0(o) for o in op.operands],
+            result_types=[r.type for r in op.results],
+            properties=dict(op.properties),
+            attributes=dict(op.attributes),
+        )
+        self._add(new)
+        for old, res in zip(op.results, new.results):
+            self.scalar[old] = res
+        return self.scalar[value]
+
+    def vector(self, value: SSAValue) -> SSAValue:
+        """`value` in all lanes: a broadcast for invariants, a vector op otherwise."""
+        if value in self.vec:
+            return self.vec[value]
+        vt = _vector_of(value.type, self.width)
+        if value is self.iv:
+            base = self._broadcast(self.lane0(value), vt)
+            lanes = arith.ConstantOp(
+                DenseIntOrFPElementsAttr.from_list(vt, list(range(self.width))), vt
+            )
+            new: Operation = arith.AddiOp(base, lanes.result)
+            self._add(lanes)
+            self._add(new)
+            result = new.results[0]
+        elif value not in self.varying:
+            result = self._broadcast(self.lane0(value), vt)
+        else:
+            op = value.owner
+            assert isinstance(op, Operation)
+            operands = [self._vector_operand(op, o) for o in op.operands]
+            new = op.create(
+                operands=operands,
+                result_types=[_vector_of(r.type, self.width) for r in op.results],
+                properties=dict(op.properties),
+                attributes=dict(op.attributes),
+            )
+            try:
+                new.verify()
+            except (VerifyException, DiagnosticException):
+                new.drop_all_references()
+                raise
+            self._add(new)
+            result = new.results[op.results.index(value)]
+        self.vec[value] = result
+        return result
+
+    def _vector_operand(self, op: Operation, operand: SSAValue) -> SSAValue:
+        # select with an invariant condition picks whole vectors: keep it scalar
+        if (
+            isinstance(op, arith.SelectOp)
+            and operand is op.cond
+            and operand not in self.varying
+        ):
+            return self.lane0(operand)
+        return self.vector(operand)
+
+    def _broadcast(self, scalar: SSAValue, vt: VectorType) -> SSAValue:
+        new = vector.BroadcastOp(scalar, vt)
+        self._add(new)
+        return new.results[0]
+
+
+def innermost_loops(kernel: func.FuncOp) -> list[loop.ForOp]:
+    return [
+        op
+        for op in kernel.walk()
+        if isinstance(op, loop.ForOp)
+        and not any(isinstance(o, loop.ForOp) for o in op.body.block.ops)
+    ]
+
+
+@dataclass(frozen=True)
+class LoopVectorizePass(ModulePass):
+    """Rewrites innermost `loop.for` loops into loops over `width`-lane vectors.
+
+    Expects loop-level kernels. A loop is vectorized when its step is 1, it runs at
+    least `width` times, its body holds only loads, stores and elementwise
+    arith/math ops, every memory index is `iv + invariant` in the last dimension
+    (contiguous, becomes vector.load/store) or does not use the iv (invariant,
+    stays a scalar load, broadcast where needed), any store that may overlap
+    another access hits the same address in the same iteration, and every
+    iter_arg is a reduction (add, mul, min, max, and, or, xor). Anything else is
+    left unchanged.
+
+    Output: a vector loop of step `width` over the first ⌊n/width⌋·width
+    iterations, then the original loop over the rest (the remainder). Reductions
+    accumulate per lane from the neutral element and meet the initial value in
+    one `vector.reduction` after the vector loop. Float add/mul reductions are
+    reassociated that way, so they run only with `reassoc=true`; their result
+    then differs from the in-order sum by rounding (typically less: 8 partial
+    sums). Every other op computes exactly what the scalar loop computes.
+
+        loop.for %i = 0 to 10 step 1 parallel {         (width=8)
+          %x = memref.load %a[%i]  ...                 →  loop.for %i = 0 to 8 step 8 parallel {
+          memref.store %x, %b[%i]                          %x = vector.load %a[%i] ...
+        }                                                  vector.store %x, %b[%i] ... }
+                                                         loop.for %i = 8 to 10 step 1 parallel {...}
+    """
+
+    name = "loop-vectorize"
+
+    width: int = 8
+    reassoc: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.width < 2:
+            return
+        for kernel in op.ops:
+            if not (isinstance(kernel, func.FuncOp) and loop.is_kernel(kernel)):
+                continue
+            for target in innermost_loops(kernel):
+                vectorizer = LoopVectorizer(target, self.width, self.reassoc)
+                try:
+                    vectorizer.check()
+                    vectorizer.rewrite()
+                except Refused:
+                    continue
