@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     TypeAttribute,
@@ -101,6 +102,13 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         raise VerifyException(f"shapes {list(shapes)} do not broadcast") from None
+
+
+def same_element_type(types: Sequence[TensorType], what: str) -> None:
+    """Raises unless every type in `types` has the element type of the first."""
+    if any(t.element_type != types[0].element_type for t in types[1:]):
+        found = ", ".join(str(t.element_type) for t in types)
+        raise VerifyException(f"{what} must share one element type, got {found}")
 
 
 def normalize_axis(axis: int, rank: int) -> int:
@@ -307,6 +315,7 @@ class ClipOp(GraphOp):
         for t in types[1:]:
             if math.prod(shape_of(t)) != 1:
                 raise VerifyException("clip bounds must hold one element")
+        same_element_type(types, "clip input and bounds")
         return [types[0]]
 
 
@@ -494,6 +503,7 @@ class ConcatOp(GraphOp):
     @classmethod
     def infer(cls, types, attrs):
         shapes = [shape_of(t) for t in types]
+        same_element_type(types, "concat inputs")
         axis = normalize_axis(attrs["axis"], len(shapes[0]))
         for s in shapes:
             if len(s) != len(shapes[0]) or any(
@@ -564,6 +574,9 @@ class GatherOp(GraphOp):
     @classmethod
     def infer(cls, types, attrs):
         shape, ishape = shape_of(types[0]), shape_of(types[1])
+        index_type = types[1].element_type
+        if not isinstance(index_type, IntegerType) or index_type == dtypes.i1:
+            raise VerifyException("gather indices must be integers")
         axis = normalize_axis(attrs["axis"], len(shape))
         return [tensor(types[0].element_type, shape[:axis] + ishape + shape[axis + 1 :])]
 
@@ -586,6 +599,9 @@ class PadOp(GraphOp):
         r = len(shape)
         if len(pads) != 2 * r:
             raise VerifyException(f"pad needs {2 * r} pads, got {len(pads)}")
+        if math.prod(shape_of(types[1])) != 1:
+            raise VerifyException("the pad value must hold one element")
+        same_element_type(types, "pad input and value")
         out = [d + pads[i] + pads[i + r] for i, d in enumerate(shape)]
         return [tensor(types[0].element_type, out)]
 
@@ -697,6 +713,7 @@ class MatMulOp(GraphOp):
         b2 = b + (1,) if len(b) == 1 else b
         if a2[-1] != b2[-2]:
             raise VerifyException(f"matmul contraction dims differ: {a} @ {b}")
+        same_element_type(types, "matmul operands")
         out = list(broadcast_shapes(a2[:-2], b2[:-2])) + [a2[-2], b2[-1]]
         if len(a) == 1:
             out.pop(-2)
@@ -728,7 +745,9 @@ class GemmOp(GraphOp):
         k2, n = b[::-1] if attrs["trans_b"] else b
         if k != k2:
             raise VerifyException(f"gemm contraction dims differ: {a} and {b}")
-        broadcast_shapes(c, (m, n))
+        if broadcast_shapes(c, (m, n)) != (m, n):
+            raise VerifyException(f"gemm addend {c} does not broadcast to {(m, n)}")
+        same_element_type(types, "gemm operands")
         return [tensor(types[0].element_type, [m, n])]
 
 

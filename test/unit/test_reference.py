@@ -253,3 +253,20 @@ def test_conv_is_not_slow():
     start = time.perf_counter()
     (y,) = evaluate(op, [x, w, b])
     assert y.shape == (1, 64, 56, 56) and time.perf_counter() - start < 2.0
+
+
+@pytest.mark.parametrize(
+    ("cls", "arrays", "attrs", "message"),
+    [
+        (g.MatMulOp, [f32(2, 3), np.zeros((3, 2), np.float16)], {}, "element type"),
+        (g.GatherOp, [f32(4), f32(2)], {"axis": 0}, "indices must be integers"),
+        (g.GemmOp, [f32(2, 3), f32(3, 4), f32(3, 4)],
+         {"alpha": 1.0, "beta": 1.0, "trans_a": 0, "trans_b": 0}, "broadcast"),
+        (g.PadOp, [f32(2), f32(2)], {"pads": [1, 1], "mode": "constant"}, "one elem"),
+    ],
+)  # fmt: skip
+def test_verifier_rejects_what_the_kernels_cannot_run(cls, arrays, attrs, message):
+    from xdsl.utils.exceptions import VerifyException
+
+    with pytest.raises(VerifyException, match=message):
+        _op(cls, arrays, **attrs)
