@@ -86,7 +86,7 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
                 f"{what} is not a valid ONNX model ({type(e).__name__}: {e}); "
                 "is the file truncated or corrupt?"
             ) from None
-    if not proto.HasField("graph") or not proto.graph.node:
+    if not proto.HasField("graph") or not (proto.graph.node or proto.graph.output):
         raise SmeltError(
             f"{what} is not a valid ONNX model: it holds no graph; "
             "is the file truncated or corrupt?"
@@ -192,7 +192,7 @@ class _Importer:
         )
         self.input_shapes = input_shapes
         self.values: dict[str, Any] = {}
-        self.block = Block()
+        self.block = Block()  # replaced in _inputs, once the input types are known
         self.unsupported: list[str] = []
         self.dynamic: list[str] = []
         self.errors: list[str] = []

@@ -163,6 +163,20 @@ CASES = {
         "Sigmoid", {"x": np.array([-100, -10, 0, 10, 100], np.float32)}, {}, {},
     ),
     "erf": ("Erf", {"x": f32(64)}, {}, {}),
+    # attributes that later opsets turned into inputs
+    "clip_opset6": ("Clip", {"x": f32(3, 4)}, {}, {"min": -0.3, "max": 0.4}, 6),
+    "slice_opset9": (
+        "Slice", {"x": f32(5, 6)}, {},
+        {"starts": [1, -4], "ends": [100, -1], "axes": [0, 1]}, 9,
+    ),
+    "pad_opset2": (
+        "Pad", {"x": f32(3, 4)}, {}, {"pads": [1, 0, 2, 3], "value": 1.5}, 2,
+    ),
+    "split_opset11": ("Split", {"x": f32(6, 2)}, {}, {"split": [1, 5]}, 11, 2),
+    "reduce_sum_opset11": (
+        "ReduceSum", {"x": X}, {}, {"axes": [0, -2], "keepdims": 1}, 11,
+    ),
+    "unsqueeze_opset11": ("Unsqueeze", {"x": f32(3, 4)}, {}, {"axes": [-1, 0]}, 11),
 }  # fmt: skip
 
 
