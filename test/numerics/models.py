@@ -144,15 +144,16 @@ def _role(name: str, users: dict) -> str:
 
 
 def _random_array(shape, role: str, rng: np.random.Generator) -> np.ndarray:
-    """Uniform weights: near 1 for scales, He-scaled for matrices, small shifts."""
+    """Uniform weights: positive for scales, He-scaled for matrices, small shifts."""
     if role.startswith("matrix") and len(shape) >= 2:
         fan_in = shape[0] if role == "matrix0" else math.prod(shape[1:])
         std = math.sqrt(2.0 / max(fan_in, 1))  # He init keeps deep nets in range
     else:
         std = 0.1
     a = rng.random(shape, np.float32)  # uniform in [0, 1), scaled in place
-    if role == "scale":
-        a += np.float32(0.5)
+    if role == "scale":  # in [0.25, 0.75): deep residual nets stay in range
+        a *= np.float32(0.5)
+        a += np.float32(0.25)
     else:
         a -= np.float32(0.5)
         a *= np.float32(std * math.sqrt(12))  # the variance of U(-1/2, 1/2) is 1/12

@@ -84,6 +84,8 @@ def test_light_model_random_weights(name):
     ours = run_graph(import_model(model), feeds)
     theirs = run_onnxruntime(model, feeds)
     assert len(theirs) == 2 or name == "light_densenet121"  # logits exposed
+    for logits in softmax_inputs(model).values():  # so the softmax is compared too
+        assert not ill_conditioned(theirs[logits])
     check_outputs(model, ours, theirs, "random weights vs onnxruntime")
 
 
