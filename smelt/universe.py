@@ -108,12 +108,23 @@ SMELT_UNIVERSE = Universe(
         "graph-fold-batchnorm": _pass(
             "smelt.passes.graph_fold_batchnorm", "GraphFoldBatchnormPass"
         ),
+        "graph-convert-layout": _pass(
+            "smelt.passes.graph_convert_layout", "GraphConvertLayoutPass"
+        ),
         "graph-fuse": _pass("smelt.passes.graph_fuse", "GraphFusePass"),
         "buffer-plan": _pass("smelt.passes.buffer_plan", "BufferPlanPass"),
         "loop-vectorize": _pass("smelt.passes.loop_vectorize", "LoopVectorizePass"),
         "loop-parallelize": _pass(
             "smelt.passes.loop_parallelize", "LoopParallelizePass"
         ),
+        "loop-tile": _pass("smelt.passes.loop_tile", "LoopTilePass"),
+        "loop-interchange": _pass(
+            "smelt.passes.loop_interchange", "LoopInterchangePass"
+        ),
+        "loop-unroll": _pass("smelt.passes.loop_unroll", "LoopUnrollPass"),
+        "loop-pack": _pass("smelt.passes.loop_pack", "LoopPackPass"),
+        "loop-promote": _pass("smelt.passes.loop_promote", "LoopPromotePass"),
+        "loop-schedule": _pass("smelt.passes.loop_schedule", "LoopSchedulePass"),
         "convert-graph-to-loop": _pass(
             "smelt.lowering.convert_graph_to_loop", "ConvertGraphToLoopPass"
         ),

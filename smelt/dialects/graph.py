@@ -628,9 +628,22 @@ def window_shape(shape: Shape, kernel: Sequence[int], attrs: dict[str, Any], cei
     ]
 
 
+def channels_first(shape: Sequence[int], layout: str) -> tuple[int, ...]:
+    """`shape` in NC... order: for "nhwc" the last dim moves to position 1."""
+    shape = tuple(shape)
+    return shape if layout != "nhwc" else (shape[0], shape[-1], *shape[1:-1])
+
+
+def channels_last(shape: Sequence[int], layout: str) -> tuple[int, ...]:
+    """Inverse of channels_first."""
+    shape = tuple(shape)
+    return shape if layout != "nhwc" else (shape[0], *shape[2:], shape[1])
+
+
 @irdl_op_definition
 class Conv2dOp(GraphOp):
-    """NCHW conv with OIHW weights and bias [O]; `group` splits channels."""
+    """Conv with bias [O] and `group` channel groups. layout "nchw": input NCHW,
+    weight OIHW, result NCHW; layout "nhwc": input NHWC, weight OHWI, result NHWC."""
 
     name = "graph.conv2d"
     input = operand_def(TensorType)
@@ -645,13 +658,15 @@ class Conv2dOp(GraphOp):
 
     @classmethod
     def infer(cls, types, attrs):
+        layout = attrs.get("layout", "nchw")
         x, w, b = map(shape_of, types)
         if len(x) != 4 or len(w) != 4:
             raise VerifyException("conv2d expects rank-4 input and weight")
+        x, w = channels_first(x, layout), channels_first(w, layout)
         if x[1] != w[1] * attrs["group"] or w[0] % attrs["group"] or b != (w[0],):
             raise VerifyException(f"conv2d shapes {x}, {w}, {b} and group disagree")
         out = window_shape(x, w[2:], attrs)
-        return [tensor(types[0].element_type, [x[0], w[0], *out])]
+        return [tensor(types[0].element_type, channels_last([x[0], w[0], *out], layout))]
 
 
 class PoolOp(GraphOp):
@@ -666,9 +681,10 @@ class PoolOp(GraphOp):
 
     @classmethod
     def infer(cls, types, attrs):
-        x = shape_of(types[0])
+        layout = attrs.get("layout", "nchw")
+        x = channels_first(shape_of(types[0]), layout)
         out = window_shape(x, attrs["kernel_shape"], attrs, bool(attrs["ceil_mode"]))
-        return [tensor(types[0].element_type, [x[0], x[1], *out])]
+        return [tensor(types[0].element_type, channels_last([x[0], x[1], *out], layout))]
 
 
 @irdl_op_definition
@@ -691,8 +707,10 @@ class GlobalAveragePoolOp(GraphOp):
 
     @classmethod
     def infer(cls, types, attrs):
-        x = shape_of(types[0])
-        return [tensor(types[0].element_type, [x[0], x[1]] + [1] * (len(x) - 2))]
+        layout = attrs.get("layout", "nchw")
+        x = channels_first(shape_of(types[0]), layout)
+        out = channels_last([x[0], x[1]] + [1] * (len(x) - 2), layout)
+        return [tensor(types[0].element_type, out)]
 
 
 @irdl_op_definition

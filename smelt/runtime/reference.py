@@ -42,10 +42,20 @@ def evaluate(op: Operation, args: list[np.ndarray]) -> list[np.ndarray]:
     fn = KERNELS.get(type(op))  # type: ignore[arg-type]
     if fn is None:
         raise SmeltError(f"the reference executor has no kernel for {op.name}")
+    nhwc = op.attributes.get("layout") == StringAttr("nhwc")
+    if nhwc:  # run the NCHW kernel on channels-first views, then move channels back
+        args = [_first(a) for a in args[:2]] + args[2:]
     with np.errstate(all="ignore"):
         out = fn(op, args)  # type: ignore[arg-type]
     outs = out if isinstance(out, list) else [out]
+    if nhwc:
+        outs = [np.ascontiguousarray(np.moveaxis(v, 1, -1)) for v in outs]
     return [_conform(op, r.type, v) for r, v in zip(op.results, outs, strict=True)]
+
+
+def _first(array: np.ndarray) -> np.ndarray:
+    """A channels-last (N...C) array as channels-first (NC...)."""
+    return np.ascontiguousarray(np.moveaxis(array, -1, 1))
 
 
 def _conform(op: Operation, t: TensorType, value: np.ndarray) -> np.ndarray:
@@ -262,7 +272,8 @@ def _softmax(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 
 
 def result_shape(op: g.GraphOp, i: int = 0) -> tuple[int, ...]:
-    return g.shape_of(op.results[i])
+    """The result's shape as the kernel computes it (channels first for nhwc ops)."""
+    return g.channels_first(g.shape_of(op.results[i]), op.attr("layout", "nchw"))
 
 
 @kernel(g.ReshapeOp)

@@ -1,6 +1,7 @@
 """Every graph pass preserves meaning: the reference executor gives the same outputs
-(logits included) before and after each pass of the O2 graph pipeline, on the nine
-light_* models with random weights, the MLP and the encoder layer."""
+(logits included) before and after each pass of the graph pipeline (the NHWC one,
+which runs every graph pass), on the nine light_* models with random weights, the MLP
+and the encoder layer."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from models import (
 )
 
 from smelt.compiler.driver import lower
-from smelt.compiler.pipelines import GRAPH_OPT
+from smelt.compiler.pipelines import GRAPH_OPT, GRAPH_OPT_NHWC
 from smelt.dialects import graph
 from smelt.frontend.onnx import import_model
 from smelt.runtime.reference import run_graph
@@ -48,7 +49,7 @@ def test_graph_pipeline_preserves_outputs(name):
     model, feeds = build(name)
     module = import_model(model)
     before = run_graph(module, feeds)
-    for pass_name in GRAPH_OPT.split(","):
+    for pass_name in GRAPH_OPT_NHWC.split(","):
         lower(module, pass_name)
         module.verify()
         after = run_graph(module, feeds)
@@ -70,3 +71,12 @@ def test_resnet50_convs_take_bias_relu_and_residual():
     assert loose == []
     residual = [c for c in convs if any(isinstance(o, graph.AddOp) for o in c.body.block.ops)]
     assert len(residual) == 16
+
+
+def test_resnet50_nhwc_keeps_transposes_at_the_borders():
+    module = import_model(random_weights(onnx.load(light_model_path("light_resnet50"))))
+    lower(module, GRAPH_OPT_NHWC)
+    ops = list(module.walk())
+    convs = [op for op in ops if isinstance(op, graph.Conv2dOp)]
+    assert len(convs) == 53 and all(c.attr("layout") == "nhwc" for c in convs)
+    assert sum(isinstance(op, graph.TransposeOp) for op in ops) == 2
