@@ -138,6 +138,7 @@ def one_line(error: Exception) -> str:
 def cmd_aot(args: argparse.Namespace) -> int:
     from smelt.lowering.triton import aot
 
+    arch = aot.parse_arch(args.arch)
     path = resolve_model(args.model)
     kernels = aot.model_kernels(path, args.level, parse_shapes(args.input_shape))
     if args.output:
@@ -145,7 +146,6 @@ def cmd_aot(args: argparse.Namespace) -> int:
         print(f"wrote {written}")
     if args.no_compile:
         return 0
-    arch = aot.parse_arch(args.arch)
     flat = [k for fns in kernels.values() for k in fns]
     print(f"{os.path.basename(path)}: {len(flat)} triton kernels for sm_{arch}")
     rows = aot.compile_all(flat, arch)

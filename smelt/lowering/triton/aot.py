@@ -125,6 +125,45 @@ def compile_all(
     return out
 
 
+def _compile_one(args: tuple[TritonKernel, int]) -> CompiledKernel | str:
+    try:
+        return compile_kernel(*args)
+    except SmeltError as e:
+        return str(e)
+
+
+def compile_distinct(
+    kernels: Iterable[TritonKernel],
+    arch: int = 90,
+    jobs: int = 1,
+    budget_s: float | None = None,
+) -> tuple[list[CompiledKernel], list[str], int]:
+    """Compiles each distinct kernel once, in order, in `jobs` processes, until
+    `budget_s` seconds have passed. Returns (compiled, errors, distinct count)."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    distinct: dict[str, TritonKernel] = {}
+    for k in kernels:
+        distinct.setdefault(kernel_key(k), k)
+    todo = list(distinct.values())
+    done: list[CompiledKernel] = []
+    errors: list[str] = []
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        running = set()
+        while todo or running:
+            in_time = budget_s is None or time.perf_counter() - start < budget_s
+            while todo and in_time and len(running) < max(1, jobs):
+                running.add(pool.submit(_compile_one, (todo.pop(0), arch)))
+            if not running:
+                break
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                r = f.result()
+                (errors.append(r) if isinstance(r, str) else done.append(r))
+    return done, errors, len(distinct)
+
+
 def format_table(rows: list[CompiledKernel], arch: int) -> str:
     """A table of compiled kernels and a total line."""
     head = f"{'kernel':<40} {'mode':<12} {'blocks':<44} {'warps':>5} {'stages':>6} {'smem B':>8} {'wgmma':>5}"
