@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
+    StringAttr,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
@@ -23,6 +24,28 @@ Index = SSAValue  # an SSA value of type `index`
 Body = Callable[[list[SSAValue], list[SSAValue]], Sequence[SSAValue]]
 
 _LOW_PRECISION_FLOATS = (16,)  # f16/bf16 are loaded as f32 and stored back rounded
+
+# What the scheduling passes key on (smelt/passes/loop_nest.py reads them).
+ROLE_ATTR = "loop.role"
+PATTERN_ATTR = "loop.pattern"
+BATCH_ROLE = "batch"
+MATMUL_PATTERN = "matmul"
+CONV_PATTERN = "conv2d"
+
+
+def tag_loops(ivs: Sequence[SSAValue], roles: Sequence[str]) -> None:
+    """Sets `loop.role` on the loops of these induction variables."""
+    for iv, name in zip(ivs, roles, strict=True):
+        owner = iv.owner
+        assert isinstance(owner, Block)
+        op = owner.parent_op()
+        assert isinstance(op, ForOp)
+        op.attributes[ROLE_ATTR] = StringAttr(name)
+
+
+def mark_pattern(k: KernelBuilder, name: str) -> None:
+    """Sets `loop.pattern` on the kernel (which schedule applies to it)."""
+    k.func.attributes[PATTERN_ATTR] = StringAttr(name)
 
 
 def shape(buffer: SSAValue) -> tuple[int, ...]:

@@ -9,7 +9,13 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph, loop
 from smelt.lowering.kernel_io import Anchor, KernelIO
-from smelt.lowering.loop_builder import Index
+from smelt.lowering.loop_builder import (
+    BATCH_ROLE,
+    MATMUL_PATTERN,
+    Index,
+    mark_pattern,
+    tag_loops,
+)
 from smelt.lowering.loop_nests import broadcast_index
 from smelt.lowering.scalar_ops import Arith
 
@@ -35,17 +41,18 @@ class Contraction:
 def emit_contraction(
     io: KernelIO, a: Arith, c: Contraction, finish: Epilogue | None = None
 ) -> None:
-    """Dot form (scalar iter_arg over k innermost) when rhs is contiguous in k, n is
-    1, the type is a 16-bit float or no output can hold partial sums; else the axpy
-    form (m, k, n with n innermost, accumulating in the output row), which LLVM
-    vectorizes along n. `finish(acc, b, m, n)` maps a finished sum (gemm's alpha,
+    """Dot form (scalar iter_arg over k innermost) when n is 1, the type is a 16-bit
+    float or no output can hold partial sums; else the axpy form (a zero fill, an
+    m-k-n band accumulating in the output with n innermost, then the epilogue),
+    which LLVM vectorizes along n and `loop-schedule` register-blocks. `finish(acc, b, m, n)` maps a finished sum (gemm's alpha,
     beta * C) before the fused epilogue sees it."""
     k = io.k
     finishes = finish is not None
     finish = finish or (lambda v, _b, _m, _n: v)
     scratch = io.result_buffer(0)
-    if c.rhs_contiguous_in_k or c.n == 1 or a.type != a.storage or scratch is None:
+    if c.n == 1 or a.type != a.storage or scratch is None:
         with k.nest([*c.batch, c.m, c.n]) as ivs:
+            tag_loops(ivs, [BATCH_ROLE] * len(c.batch) + ["m", "n"])
             b, m, n = ivs[:-2], ivs[-2], ivs[-1]
 
             def step(kk: list[Index], acc: list[SSAValue]) -> list[SSAValue]:
@@ -54,22 +61,33 @@ def emit_contraction(
                 return [a.add(acc[0], a.mul(x, y))]
 
             (total,) = k.reduce([c.k], [a.zero()], step)
+            tag_loops([total.owner.iv], ["k"])
             io.write(0, finish(total, b, m, n), c.out(b, m, n))
         return
+    # Three nests (fill, the m-k-n band accumulating in the output, epilogue), so
+    # that the band is a perfect nest the loop scheduling passes can tile, reorder
+    # and register-block (`loop.role` names its loops).
+    roles = [BATCH_ROLE] * len(c.batch)
+    mark_pattern(k, MATMUL_PATTERN)
+    with k.nest([*c.batch, c.m, c.n]) as ivs:
+        tag_loops(ivs, [*roles, "m", "n"])
+        b, m, n = ivs[:-2], ivs[-2], ivs[-1]
+        k.store_value(a.zero(), scratch, c.out(b, m, n))
     with k.nest([*c.batch, c.m]) as ivs:
+        tag_loops(ivs, [*roles, "m"])
         b, m = ivs[:-1], ivs[-1]
-        with k.loop(c.n) as n:
-            k.store_value(a.zero(), scratch, c.out(b, m, n))
-        with k.loop(c.k, loop.REDUCTION) as kk:
+        with k.loop(c.k, loop.REDUCTION) as kk, k.loop(c.n) as n:
+            tag_loops([kk, n], ["k", "n"])
             x = io.read(0, c.lhs(b, m, kk))
-            with k.loop(c.n) as n:
-                acc = k.load_value(scratch, c.out(b, m, n))
-                y = io.read(1, c.rhs(b, n, kk))
-                k.store_value(a.add(acc, a.mul(x, y)), scratch, c.out(b, m, n))
-        if io.has_epilogue or finishes:
-            with k.loop(c.n) as n:
-                value = k.load_value(scratch, c.out(b, m, n))
-                io.write(0, finish(value, b, m, n), c.out(b, m, n))
+            y = io.read(1, c.rhs(b, n, kk))
+            acc = k.load_value(scratch, c.out(b, m, n))
+            k.store_value(a.add(acc, a.mul(x, y)), scratch, c.out(b, m, n))
+    if io.has_epilogue or finishes:
+        with k.nest([*c.batch, c.m, c.n]) as ivs:
+            tag_loops(ivs, [*roles, "m", "n"])
+            b, m, n = ivs[:-2], ivs[-2], ivs[-1]
+            value = k.load_value(scratch, c.out(b, m, n))
+            io.write(0, finish(value, b, m, n), c.out(b, m, n))
 
 
 def emit_matmul(io: KernelIO, op: graph.MatMulOp) -> None:

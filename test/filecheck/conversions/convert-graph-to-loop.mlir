@@ -70,15 +70,22 @@ func.func @conv_padded(%x: tensor<1x2x4x4xf32>) -> tensor<1x3x4x4xf32> {
   func.return %y : tensor<1x3x4x4xf32>
 }
 
-// matmul in (i, k, j) order: zero the row, then j innermost.
+// matmul: a zero fill nest, then the (i, k, j) band accumulating in the output,
+// loops tagged with their roles and the kernel with its pattern.
 // CHECK-LABEL: func.func @matmul_0(
-// CHECK:         loop.for %[[I:.*]] = 0 to 3 step 1 parallel {
+// CHECK-SAME:    loop.pattern = "matmul"
+// CHECK:         loop.for %{{.*}} = 0 to 3 step 1 parallel {
 // CHECK-NEXT:      loop.for %{{.*}} = 0 to 5 step 1 parallel {
 // CHECK-NEXT:        memref.store
-// CHECK:           loop.for %[[K:.*]] = 0 to 4 step 1 reduction {
-// CHECK-NEXT:        memref.load %{{.*}}[%[[I]], %[[K]]] : memref<3x4xf32>
+// CHECK:         } {loop.role = "m"}
+// CHECK:         loop.for %[[I:.*]] = 0 to 3 step 1 parallel {
+// CHECK-NEXT:      loop.for %[[K:.*]] = 0 to 4 step 1 reduction {
 // CHECK-NEXT:        loop.for %[[J:.*]] = 0 to 5 step 1 parallel {
-// CHECK:               memref.load %{{.*}}[%[[K]], %[[J]]] : memref<4x5xf32>
+// CHECK-NEXT:          memref.load %{{.*}}[%[[I]], %[[K]]] : memref<3x4xf32>
+// CHECK-NEXT:          memref.load %{{.*}}[%[[K]], %[[J]]] : memref<4x5xf32>
+// CHECK:             } {loop.role = "n"}
+// CHECK-NEXT:        loop.yield
+// CHECK-NEXT:      } {loop.role = "k"}
 func.func @matmul(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) -> tensor<3x5xf32> {
   %y = graph.matmul %a, %b : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
   func.return %y : tensor<3x5xf32>
@@ -151,9 +158,9 @@ func.func @fused(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // ERROR-NHWC
 // NHWC: smelt-opt: error: graph.conv2d: layout 'nhwc' is not supported yet (nchw only)
-func.func @nhwc(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %b: tensor<3xf32>) -> tensor<1x3x4x4xf32> {
-  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>, tensor<3xf32>) -> tensor<1x3x4x4xf32>
-  func.return %y : tensor<1x3x4x4xf32>
+func.func @nhwc(%x: tensor<1x4x4x2xf32>, %w: tensor<3x1x1x2xf32>, %b: tensor<3xf32>) -> tensor<1x4x4x3xf32> {
+  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x2xf32>, tensor<3x1x1x2xf32>, tensor<3xf32>) -> tensor<1x4x4x3xf32>
+  func.return %y : tensor<1x4x4x3xf32>
 }
 // END
 

@@ -1,0 +1,267 @@
+"""loop-promote: scalar replacement of loop-invariant memory cells by iter_args."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, vector
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from smelt.dialects import dtypes, loop
+from smelt.passes import loop_nest
+
+ELEMENTWISE_ATTR = "loop.elementwise"  # buffers of these kernels may share bytes
+
+MEMORY_OPS = (memref.LoadOp, memref.StoreOp, vector.LoadOp, vector.StoreOp)
+
+
+def _buffer(op: Operation) -> SSAValue:
+    return op.memref if isinstance(op, memref.LoadOp | memref.StoreOp) else op.base
+
+
+def _root(buffer: SSAValue) -> SSAValue:
+    while isinstance(buffer.owner, loop.ViewOp):
+        buffer = buffer.owner.source
+    return buffer
+
+
+def _is_store(op: Operation) -> bool:
+    return isinstance(op, memref.StoreOp | vector.StoreOp)
+
+
+def _accessed_type(op: Operation) -> Attribute:
+    if isinstance(op, memref.LoadOp | vector.LoadOp):
+        return op.results[0].type
+    return op.value.type if isinstance(op, memref.StoreOp) else op.vector.type
+
+
+def _linear(value: SSAValue, memo: dict) -> tuple[int, tuple] | None:
+    """`value` as const + Σ coeff·symbol (symbols: values that are not index
+    arithmetic), or None when it is not of that form."""
+    if value in memo:
+        return memo[value]
+    owner, result = value.owner, None
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        result = (owner.value.value.data, ())
+    elif isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+        lhs, rhs = _linear(owner.lhs, memo), _linear(owner.rhs, memo)
+        if lhs is not None and rhs is not None:
+            if isinstance(owner, arith.MuliOp):
+                if not lhs[1]:
+                    lhs, rhs = rhs, lhs
+                if not rhs[1]:
+                    result = _scale(lhs, rhs[0])
+            else:
+                sign = 1 if isinstance(owner, arith.AddiOp) else -1
+                result = _add(lhs, _scale(rhs, sign))
+    if result is None and isinstance(value.type, IndexType):
+        result = (0, ((id(value), 1),))
+    memo[value] = result
+    return result
+
+
+def _scale(form, k: int):
+    return (form[0] * k, tuple((v, c * k) for v, c in form[1] if c * k))
+
+
+def _add(a, b):
+    terms: dict[int, int] = dict(a[1])
+    for v, c in b[1]:
+        terms[v] = terms.get(v, 0) + c
+    return (a[0] + b[0], tuple(sorted((v, c) for v, c in terms.items() if c)))
+
+
+def byte_range(op: Operation, memo: dict) -> tuple[tuple, int, int] | None:
+    """(symbolic terms, first byte, end byte) of the cells `op` touches."""
+    t = _buffer(op).type
+    assert isinstance(t, MemRefType)
+    shape = t.get_shape()
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    total = (0, ())
+    for index, stride in zip(op.indices, strides):
+        form = _linear(index, memo)
+        if form is None:
+            return None
+        total = _add(total, _scale(form, stride))
+    size = dtypes.byte_size(t.element_type)
+    lanes = 1
+    accessed = _accessed_type(op)
+    if hasattr(accessed, "get_shape"):
+        for d in accessed.get_shape():
+            lanes *= d
+    return total[1], total[0] * size, (total[0] + lanes) * size
+
+
+@dataclass
+class Cell:
+    """One promoted memory cell: the accesses to it in the loop body, in order."""
+
+    buffer: SSAValue
+    indices: tuple[SSAValue, ...]
+    type: Attribute
+    accesses: list[Operation] = field(default_factory=list)
+
+
+def _defined_outside(value: SSAValue, op: loop.ForOp) -> bool:
+    owner = value.owner
+    where = owner.parent_op() if not isinstance(owner, Operation) else owner
+    return where is None or not op.is_ancestor(where)
+
+
+def cells(op: loop.ForOp) -> list[Cell]:
+    """The cells of `op`'s body that can live in registers while `op` runs:
+    accessed only directly in the body, at indices fixed while the loop runs, and
+    provably apart from every other access to the same buffer inside the loop."""
+    found: dict[tuple, Cell] = {}
+    for inner in op.body.block.ops:
+        if not isinstance(inner, MEMORY_OPS):
+            continue
+        if not all(_defined_outside(i, op) for i in inner.indices):
+            continue
+        if not _defined_outside(_buffer(inner), op):
+            continue
+        key = (_buffer(inner), tuple(inner.indices), _accessed_type(inner))
+        cell = found.setdefault(key, Cell(*key))
+        cell.accesses.append(inner)
+    memo: dict = {}
+    everything = [o for o in op.walk() if isinstance(o, MEMORY_OPS)]
+    good = []
+    for cell in found.values():
+        mine = set(map(id, cell.accesses))
+        rng = byte_range(cell.accesses[0], memo)
+        if rng is None or not any(_is_store(a) for a in cell.accesses):
+            continue
+        ok = True
+        for other in everything:
+            if id(other) in mine or _root(_buffer(other)) is not _root(cell.buffer):
+                continue
+            if not _is_store(other) and not any(_is_store(a) for a in cell.accesses):
+                continue
+            theirs = byte_range(other, memo)
+            if theirs is None or theirs[0] != rng[0]:
+                ok = False
+                break
+            if theirs[1] < rng[2] and rng[1] < theirs[2]:
+                ok = False
+                break
+        if ok:
+            good.append(cell)
+    return good
+
+
+def _load(cell: Cell) -> Operation:
+    if isinstance(cell.type, vector.VectorType):
+        return vector.LoadOp(cell.buffer, list(cell.indices), cell.type)
+    return memref.LoadOp.get(cell.buffer, list(cell.indices))
+
+
+def _store(cell: Cell, value: SSAValue) -> Operation:
+    if isinstance(cell.type, vector.VectorType):
+        return vector.StoreOp(value, cell.buffer, list(cell.indices))
+    return memref.StoreOp.get(value, cell.buffer, list(cell.indices))
+
+
+def promote(op: loop.ForOp) -> loop.ForOp:
+    """Keeps the promotable cells of `op` in iter_args: one load before the loop,
+    one store after it, none inside. Returns the (rebuilt) loop.
+
+        loop.for %k ... {                          %c0 = memref.load %c[%i]
+          %c = memref.load %c[%i]                  %r = loop.for %k iter_args(%c = %c0) {
+          %s = arith.addf %c, %x           →         %s = arith.addf %c, %x
+          memref.store %s, %c[%i]                    loop.yield %s }
+        }                                          memref.store %r, %c[%i]
+    """
+    kernel = next((p for p in _parents(op) if loop.is_kernel(p)), None)
+    if kernel is not None and ELEMENTWISE_ATTR in kernel.attributes:
+        return op
+    loop_nest.hoist_invariant_index_ops(op)
+    found = cells(op)
+    if not found:
+        return op
+    parent = op.parent_block()
+    assert parent is not None
+    inits = []
+    for cell in found:
+        load = _load(cell)
+        parent.insert_op_before(load, op)
+        inits.append(load.results[0])
+    new = loop.ForOp(
+        op.lb.data, op.ub.data, op.step.data, op.kind.data, [*op.iter_inits, *inits]
+    )
+    new.attributes.update(op.attributes)
+    block = new.body.block
+    n_old = len(op.iter_inits)
+    op.iv.replace_all_uses_with(new.iv)
+    new.iv.name_hint = op.iv.name_hint
+    for old, arg in zip(op.body.block.args[1:], block.args[1 : 1 + n_old]):
+        old.replace_all_uses_with(arg)
+    current = {id(c): arg for c, arg in zip(found, block.args[1 + n_old :])}
+    owner = {id(a): c for c in found for a in c.accesses}
+    for inner in list(op.body.block.ops):
+        inner.detach()
+        cell = owner.get(id(inner))
+        if cell is None:
+            if isinstance(inner, loop.YieldOp):
+                yielded = [*inner.values, *(current[id(c)] for c in found)]
+                inner.erase()
+                block.add_op(loop.YieldOp(*yielded))
+            else:
+                block.add_op(inner)
+        elif _is_store(inner):
+            current[id(cell)] = inner.operands[0]
+            inner.erase()
+        else:
+            inner.results[0].replace_all_uses_with(current[id(cell)])
+            inner.erase()
+    parent.insert_op_before(new, op)
+    for old, res in zip(op.res, new.res[:n_old]):
+        old.replace_all_uses_with(res)
+    after = op.next_op
+    for cell, res in zip(found, new.res[n_old:]):
+        store = _store(cell, res)
+        if after is None:
+            parent.add_op(store)
+        else:
+            parent.insert_op_before(store, after)
+    loop_nest.remove(op)
+    return new
+
+
+def _parents(op: Operation):
+    parent = op.parent_op()
+    while parent is not None:
+        yield parent
+        parent = parent.parent_op()
+
+
+@dataclass(frozen=True)
+class LoopPromotePass(ModulePass):
+    """Keeps memory cells that loops of role `loop` update in place in registers.
+
+    Expects loop-level kernels. For each target loop, a cell (a load or store
+    index fixed while the loop runs, scalar or vector) that the loop's body reads
+    and writes directly, and that no other access in the loop may touch
+    (indices compared as affine forms; kernels whose buffers may share bytes,
+    `loop.elementwise`, are left alone), is loaded once before the loop, carried
+    as an iter_arg, and stored once after it. Targets are taken innermost first,
+    so a cell climbs out of a whole nest of reduction loops. Values are exactly
+    those of the input: only the loads and stores move.
+
+        loop.for %k {"k"} { %v = load C[i]; store %v + x, C[i] }
+      → %c = load C[i]; %r = loop.for %k iter_args(%a = %c) { yield %a + x }; store %r, C[i]
+    """
+
+    name = "loop-promote"
+
+    loop: str
+    kernel: str = "*"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in loop_nest.kernels(op, self.kernel):
+            for target in reversed(loop_nest.loops_with_role(kernel, self.loop)):
+                promote(target)
