@@ -145,6 +145,7 @@ class TritonProgram:
         for arg, buf in zip(main.args, self.io):
             views[arg] = self._typed(buf, 0, arg.type)
         self.launches: list[Launch] = []
+        self._functions: dict[str, Any] = {}
         for op in main.body.block.ops:
             if isinstance(op, AllocOp):
                 views[op.result] = self._typed(
@@ -163,9 +164,16 @@ class TritonProgram:
                 args = [views[v] for v in op.arguments]
                 for k in self.kernels[callee]:
                     if k.grid > 0:
-                        self.launches.append(Launch(k, getattr(self.module, k.name), args))
+                        self.launches.append(Launch(k, self._function(k), args))
         self.use_graph = cuda_graph and self.device.type == "cuda"
         self._graph = None
+
+    def _function(self, k: TritonKernel) -> Any:
+        """The jit function of `k`, shared by kernels with the same body, signature
+        and schedule (Triton then compiles it once)."""
+        from smelt.lowering.triton.aot import kernel_key
+
+        return self._functions.setdefault(kernel_key(k), getattr(self.module, k.name))
 
     def _typed(self, base, offset: int, t: MemRefType):
         n = _nbytes(t)
