@@ -28,13 +28,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numerics"))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from smelt.compiler import pipelines  # noqa: E402
-from smelt.compiler.driver import import_graph, lower  # noqa: E402
-from smelt.lowering.triton.runtime import TritonProgram  # noqa: E402
-from smelt.universe import make_context  # noqa: E402
+from smelt.compiler import pipelines
+from smelt.compiler.driver import import_graph, lower
+from smelt.lowering.triton.runtime import TritonProgram
+from smelt.universe import make_context
 
 DEVICE = "cuda"
 TOLERANCE = {torch.float16: 2e-2, torch.bfloat16: 5e-2, torch.float32: 5e-2}
@@ -117,7 +117,13 @@ def gelu_case(n: int = 1 << 26, width: int = 4096) -> Case:
   %m0 = graph.mul %x, %w : ({t}, {v}) -> {t}
   %m1 = graph.add %m0, %b : ({t}, {v}) -> {t}{gelu}
   func.return %{y} : {t}"""
-    program = _program(_main([("x", shape, "f16"), ("w", vec, "f16"), ("b", vec, "f16")], (shape, "f16"), body))
+    program = _program(
+        _main(
+            [("x", shape, "f16"), ("w", vec, "f16"), ("b", vec, "f16")],
+            (shape, "f16"),
+            body,
+        )
+    )
     x = torch.randn(shape, device=DEVICE, dtype=torch.float16)
     w = torch.randn(vec, device=DEVICE, dtype=torch.float16)
     b = torch.randn(vec, device=DEVICE, dtype=torch.float16)
@@ -134,7 +140,13 @@ def layernorm_gelu_case(rows: int = 8192, cols: int = 4096) -> Case:
     body = f"""
   %n, %mean, %inv = graph.layer_norm %x, %s, %b {{axis = 1 : i64, epsilon = 1.000000e-05 : f32}} : ({t}, {v}, {v}) -> ({t}, {st}, {st}){gelu}
   func.return %{y} : {t}"""
-    program = _program(_main([("x", shape, "bf16"), ("s", vec, "bf16"), ("b", vec, "bf16")], (shape, "bf16"), body))
+    program = _program(
+        _main(
+            [("x", shape, "bf16"), ("s", vec, "bf16"), ("b", vec, "bf16")],
+            (shape, "bf16"),
+            body,
+        )
+    )
     x = torch.randn(shape, device=DEVICE, dtype=torch.bfloat16)
     s = torch.rand(vec, device=DEVICE, dtype=torch.bfloat16) + 0.5
     b = torch.randn(vec, device=DEVICE, dtype=torch.bfloat16)
@@ -265,7 +277,9 @@ class OnnxTorch(torch.nn.Module):
         for t in model.graph.initializer:
             a = numpy_helper.to_array(t)
             self.consts[t.name] = (
-                a.tolist() if a.dtype.kind == "i" else torch.from_numpy(a.copy()).to(DEVICE)
+                a.tolist()
+                if a.dtype.kind == "i"
+                else torch.from_numpy(a.copy()).to(DEVICE)
             )
         inits = set(self.consts)
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
@@ -298,7 +312,9 @@ def _run_node(op: str, x: list, a: dict):
         return F.conv2d(x[0], x[1], x[2] if len(x) > 2 else None, a.get("strides", 1),
                         (p[0], p[1]), a.get("dilations", 1), a.get("group", 1))  # fmt: skip
     if op == "BatchNormalization":
-        return F.batch_norm(x[0], x[3], x[4], x[1], x[2], False, 0.0, a.get("epsilon", 1e-5))
+        return F.batch_norm(
+            x[0], x[3], x[4], x[1], x[2], False, 0.0, a.get("epsilon", 1e-5)
+        )
     if op == "Relu":
         return torch.relu(x[0])
     if op in ("MaxPool", "AveragePool"):
@@ -306,11 +322,19 @@ def _run_node(op: str, x: list, a: dict):
         s = a.get("strides", k)
         if op == "MaxPool":
             return F.max_pool2d(x[0], k, s, (p[0], p[1]))
-        return F.avg_pool2d(x[0], k, s, (p[0], p[1]), count_include_pad=bool(a.get("count_include_pad", 0)))
+        return F.avg_pool2d(
+            x[0],
+            k,
+            s,
+            (p[0], p[1]),
+            count_include_pad=bool(a.get("count_include_pad", 0)),
+        )
     if op == "GlobalAveragePool":
         return x[0].mean(dim=(2, 3), keepdim=True)
     if op in ("Add", "Sub", "Mul", "Div"):
-        fn = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": torch.div}[op]
+        fn = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": torch.div}[
+            op
+        ]
         return fn(x[0], x[1])
     if op == "MatMul":
         return x[0] @ x[1]
@@ -342,16 +366,30 @@ def _run_node(op: str, x: list, a: dict):
             return [d for part in x for d in part]
         return torch.cat(x, a["axis"])
     if op == "LayerNormalization":
-        return F.layer_norm(x[0], x[0].shape[a.get("axis", -1):], x[1], x[2], a.get("epsilon", 1e-5))
+        return F.layer_norm(
+            x[0], x[0].shape[a.get("axis", -1) :], x[1], x[2], a.get("epsilon", 1e-5)
+        )
     if op == "Sum":
         return sum(x[1:], x[0])
     if op == "ConstantOfShape":
-        value = numpy_helper.to_array(a["value"]) if "value" in a else np.zeros(1, np.float32)
-        return torch.full([int(d) for d in x[0]], float(value.reshape(-1)[0]), device=DEVICE)
+        value = (
+            numpy_helper.to_array(a["value"])
+            if "value" in a
+            else np.zeros(1, np.float32)
+        )
+        return torch.full(
+            [int(d) for d in x[0]], float(value.reshape(-1)[0]), device=DEVICE
+        )
     if op in ("Dropout", "Identity"):
         return x[0]
     if op == "LRN":
-        return F.local_response_norm(x[0], a["size"], a.get("alpha", 1e-4), a.get("beta", 0.75), a.get("bias", 1.0))
+        return F.local_response_norm(
+            x[0],
+            a["size"],
+            a.get("alpha", 1e-4),
+            a.get("beta", 0.75),
+            a.get("bias", 1.0),
+        )
     raise CheckFailed(f"benchmarks/gpu.py: no torch version of ONNX op {op}")
 
 
@@ -366,18 +404,26 @@ def model_case(name: str, model: onnx.ModelProto, flops: float) -> Case:
             continue
         shape = [d.dim_value for d in info.type.tensor_type.shape.dim]
         inputs.append(torch.randn(shape, device=DEVICE, dtype=torch.float32))
-    return Case(name, program, inputs, net, flops=flops, tolerance=TOLERANCE[torch.float32])
+    return Case(
+        name, program, inputs, net, flops=flops, tolerance=TOLERANCE[torch.float32]
+    )
 
 
 def resnet_case(batch: int = 32) -> Case:
     from models import light_model_path, random_weights
 
     # the shipped weights are constant fills: random ones make the check meaningful
-    model = rebatch(random_weights(onnx.load(light_model_path("light_resnet50"))), batch)
-    return model_case(f"light resnet50 fp32/tf32 batch {batch}", model, 2 * 4.1e9 * batch)
+    model = rebatch(
+        random_weights(onnx.load(light_model_path("light_resnet50"))), batch
+    )
+    return model_case(
+        f"light resnet50 fp32/tf32 batch {batch}", model, 2 * 4.1e9 * batch
+    )
 
 
-def encoder_case(batch: int = 32, seq: int = 128, hidden: int = 768, ffn: int = 3072) -> Case:
+def encoder_case(
+    batch: int = 32, seq: int = 128, hidden: int = 768, ffn: int = 3072
+) -> Case:
     from models import encoder_layer_model
 
     model = rebatch(encoder_layer_model(seq=seq, hidden=hidden, ffn=ffn), batch)
@@ -409,7 +455,9 @@ def check(case: Case) -> float:
     if isinstance(want_all, torch.Tensor):
         want_all = (want_all,)
     if len(got_all) != len(want_all):
-        raise CheckFailed(f"{case.name}: {len(got_all)} outputs, torch gives {len(want_all)}")
+        raise CheckFailed(
+            f"{case.name}: {len(got_all)} outputs, torch gives {len(want_all)}"
+        )
     worst = 0.0
     for i, (got, want) in enumerate(zip(got_all, want_all)):
         got, want = got.float().reshape(want.shape), want.float()
@@ -440,7 +488,9 @@ def run(names: list[str], with_compile: bool) -> int:
     for name in names:
         case = CASES[name]()
         err = check(case)
-        print(f"  ok  {case.name:<38} rel err {err:.2e}  ({len(case.program.launches)} launches)")
+        print(
+            f"  ok  {case.name:<38} rel err {err:.2e}  ({len(case.program.launches)} launches)"
+        )
         cases.append(case)
     print(f"all {len(cases)} cases match torch ({time.perf_counter() - t0:.0f} s)\n")
     head = f"{'case':<38} {'smelt ms':>9} {'eager ms':>9} {'compile ms':>10} {'vs eager':>8} {'vs compile':>10} {'smelt':>12}"
@@ -449,12 +499,12 @@ def run(names: list[str], with_compile: bool) -> int:
     for case in cases:
         with torch.no_grad():
             smelt_ms = bench_ms(case.program.replay)
-            eager_ms = bench_ms(lambda: case.torch_fn(*case.inputs))
+            eager_ms = bench_ms(lambda c=case: c.torch_fn(*c.inputs))
             compile_ms = math.nan
             if with_compile:
                 compiled = torch.compile(case.torch_fn)
                 compiled(*case.inputs)
-                compile_ms = bench_ms(lambda: compiled(*case.inputs))
+                compile_ms = bench_ms(lambda f=compiled, c=case: f(*c.inputs))
         rate = (
             f"{case.bytes_moved / smelt_ms / 1e9:.2f} TB/s" if case.bytes_moved
             else f"{case.flops / smelt_ms / 1e9:.1f} TFLOP/s"

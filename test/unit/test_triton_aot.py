@@ -15,18 +15,18 @@ import pytest
 
 pytest.importorskip("triton")
 
-from smelt.compiler.cli import main as smelt_main  # noqa: E402
-from smelt.lowering.triton import aot  # noqa: E402
-from smelt.lowering.triton.emit import module_kernels  # noqa: E402
+from smelt.compiler.cli import main as smelt_main
+from smelt.lowering.triton import aot
+from smelt.lowering.triton.emit import module_kernels
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numerics"))
-from models import (  # noqa: E402
+from models import (
     LIGHT_MODELS,
     encoder_layer_model,
     light_model_path,
     mlp_model,
 )
-from test_triton_emit import parse  # noqa: E402
+from test_triton_emit import parse
 
 H100_SHARED_BYTES = 232448  # the most dynamic shared memory one block can have
 
@@ -88,7 +88,9 @@ def test_representative_model_kernels_compile_for_sm90():
     """resnet50's first conv (tf32 dot, im2col from a padded input), its pads, a
     max pool and the global average pool; the encoder's rows and batched dots."""
     resnet = _model_kernels(light_model_path("light_resnet50"))
-    encoder = _model_kernels(encoder_layer_model(seq=128, hidden=768, heads=12, ffn=3072))
+    encoder = _model_kernels(
+        encoder_layer_model(seq=128, hidden=768, heads=12, ffn=3072)
+    )
     chosen = []
     for kernels in (resnet, encoder):
         by_mode: dict[str, list] = {}

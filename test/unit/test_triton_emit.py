@@ -17,7 +17,7 @@ from smelt.lowering.triton.emit import PRELUDE, emit_triton, module_kernels
 from smelt.universe import make_context
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numerics"))
-from models import encoder_layer_model, mlp_model  # noqa: E402
+from models import encoder_layer_model, mlp_model
 
 
 def parse(src: str):

@@ -28,8 +28,8 @@ CASES = [
 def test_interpreted(case):
     code = f"import triton_interpret_cases as c; c.case_{case}()"
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=HERE)
+    command = [sys.executable, "-c", code]
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
+        command, check=False, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]

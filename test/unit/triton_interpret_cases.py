@@ -52,7 +52,9 @@ def case_mlp_through_smelt_compile():
 
 def case_encoder_layer():
     model = encoder_layer_model(seq=16, hidden=32, heads=2, ffn=64)
-    program, _ = run_model(model, {"x": RNG.standard_normal((1, 16, 32)).astype(np.float32)})
+    program, _ = run_model(
+        model, {"x": RNG.standard_normal((1, 16, 32)).astype(np.float32)}
+    )
     modes = [launch.kernel.mode for launch in program.launches]
     assert modes.count("dot") == 8 and modes.count("rows") == 3
 
@@ -73,12 +75,22 @@ def _conv_model() -> object:
         n("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
         n("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["bn"]),
         n("Relu", ["bn"], ["r"]),
-        n("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        n(
+            "MaxPool",
+            ["r"],
+            ["p"],
+            kernel_shape=[3, 3],
+            strides=[2, 2],
+            pads=[1, 1, 1, 1],
+        ),
         n("GlobalAveragePool", ["p"], ["g"]),
         n("AveragePool", ["r"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
     ]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 10, 10])
-    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in "p g ap".split()]
+    outs = [
+        helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+        for o in ["p", "g", "ap"]
+    ]
     graph = helper.make_graph(nodes, "conv", [x], outs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     return shape_inference.infer_shapes(model)

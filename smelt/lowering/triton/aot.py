@@ -86,7 +86,9 @@ def compile_kernel(k: TritonKernel, arch: int = 90) -> CompiledKernel:
         }
         t0 = time.perf_counter()
         try:
-            compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
+            compiled = triton.compile(
+                src, target=GPUTarget("cuda", arch, 32), options=options
+            )
         except Exception as e:  # Triton raises many types; report the kernel
             raise SmeltError(
                 f"triton could not compile kernel {k.name} (from @{k.kernel}) for "
@@ -113,9 +115,16 @@ def compile_all(
             first = done[key]
             out.append(
                 CompiledKernel(
-                    k.name, k.mode, first.blocks, first.num_warps, first.num_stages,
-                    first.shared_bytes, first.uses_wgmma, 0.0, True,
-                )  # fmt: skip
+                    k.name,
+                    k.mode,
+                    first.blocks,
+                    first.num_warps,
+                    first.num_stages,
+                    first.shared_bytes,
+                    first.uses_wgmma,
+                    0.0,
+                    True,
+                )
             )
         else:
             done[key] = compile_kernel(k, arch)
@@ -196,7 +205,9 @@ def model_kernels(model, level: str = "O2", input_shapes: dict | None = None):
     return module_kernels(module)
 
 
-def write_sources(kernels: dict[str, list[TritonKernel]], directory: str, name: str) -> str:
+def write_sources(
+    kernels: dict[str, list[TritonKernel]], directory: str, name: str
+) -> str:
     """Writes the model's kernels as one importable, readable module and returns its
     path. `LAUNCHES` at its end lists the launch plan in @main's order of kernels."""
     from smelt.lowering.triton.emit import module_source

@@ -158,8 +158,10 @@ def find_contraction(phase: Phase, deps: dict[SSAValue, Deps]) -> Contraction | 
     body = phase.body
     loops = [op for op in body if isinstance(op, ForOp)]
     written = stored_buffers(phase.ops)
-    if len(loops) == 1 and loops[0].kind.data == REDUCTION and _pure(
-        body[: body.index(loops[0])]
+    if (
+        len(loops) == 1
+        and loops[0].kind.data == REDUCTION
+        and _pure(body[: body.index(loops[0])])
     ):
         return _dot_form(grid, body, loops[0], deps, written)
     return memory_form(grid.ivs, grid.extents, body, deps, written)
@@ -210,7 +212,10 @@ def _single_store(ops: list[Operation]) -> memref.StoreOp | None:
 
 
 def _match(
-    index: list[SSAValue], ivs: list[SSAValue], ref: list[SSAValue], ref_ivs: list[SSAValue]
+    index: list[SSAValue],
+    ivs: list[SSAValue],
+    ref: list[SSAValue],
+    ref_ivs: list[SSAValue],
 ) -> dict[SSAValue, SSAValue] | None:
     """iv -> ref iv when `index` addresses like `ref` up to renaming ivs to ref_ivs."""
     if len(index) != len(ref):
@@ -278,7 +283,11 @@ def memory_form(
     if isinstance(op, arith.AddfOp | arith.AddiOp):
         for candidate in op.operands:
             ld = candidate.owner
-            if isinstance(ld, memref.LoadOp) and ld.memref is out and list(ld.indices) == index:
+            if (
+                isinstance(ld, memref.LoadOp)
+                and ld.memref is out
+                and list(ld.indices) == index
+            ):
                 acc_load = candidate
                 xy = _product(update.value, candidate)
     if xy is None or acc_load is None or not acc_load.has_one_use():

@@ -145,7 +145,9 @@ class _Writer:
 class PhaseEmitter:
     """Writes one phase of one kernel as a Triton function."""
 
-    def __init__(self, kernel: func.FuncOp, phase: Phase, deps: dict[SSAValue, Deps], name: str):
+    def __init__(
+        self, kernel: func.FuncOp, phase: Phase, deps: dict[SSAValue, Deps], name: str
+    ):
         self.kernel = kernel
         self.phase = phase
         self.deps = deps
@@ -220,7 +222,10 @@ class PhaseEmitter:
     # --- memory ----------------------------------------------------------------------
 
     def mask(self, axes: frozenset[str]) -> str | None:
-        names = [self.masks[a] if a != "K" else f"mask_k{self.ns.lower()}" for a in sorted(axes)]
+        names = [
+            self.masks[a] if a != "K" else f"mask_k{self.ns.lower()}"
+            for a in sorted(axes)
+        ]
         names = [n for n in names if n]
         return " & ".join(names) if names else None
 
@@ -228,13 +233,19 @@ class PhaseEmitter:
         t = buffer.type
         assert isinstance(t, MemRefType)
         shape = tuple(t.get_shape())
-        if self.flat is not None and tuple(indices) == self.flat[0] and shape == self.flat[1]:
+        if (
+            self.flat is not None
+            and tuple(indices) == self.flat[0]
+            and shape == self.flat[1]
+        ):
             return self.flat[2]
         terms = []
         stride = 1
         for index, size in reversed(list(zip(indices, shape))):
             owner = index.owner
-            is_zero = isinstance(owner, arith.ConstantOp) and owner.value.value.data == 0
+            is_zero = (
+                isinstance(owner, arith.ConstantOp) and owner.value.value.data == 0
+            )
             if not is_zero:
                 name = self.value(index)
                 terms.append(name if stride == 1 else f"{name} * {stride}")
@@ -282,7 +293,9 @@ class PhaseEmitter:
                     self.value(r)
 
     def broadcast(self, name: str) -> str:
-        return f"tl.broadcast_to({name}, {self.lane_shape})" if self.lane_shape else name
+        return (
+            f"tl.broadcast_to({name}, {self.lane_shape})" if self.lane_shape else name
+        )
 
     def loop(self, op: ForOp) -> None:
         chain = self.block_chains.get(op)
@@ -339,7 +352,9 @@ class PhaseEmitter:
             for name, expr in zip(accs, new):
                 self.w.line(f"{name} = tl.where({full}, {expr}, {name})")
             self.scopes.pop()
-        for res, init, name, combiner in zip(chain.results, chain.inits, accs, bc.combiners):
+        for res, init, name, combiner in zip(
+            chain.results, chain.inits, accs, bc.combiners
+        ):
             reduced = _REDUCE[combiner].format(name) + "[:, None]"
             start = self.value(init)
             text = OP_TEXT[combiner]
@@ -377,7 +392,9 @@ class PhaseEmitter:
         else:
             schedule, grid = sched.serial(), 1
             self.statements(phase.ops)
-        params = ", ".join(self.params + [f"{k}: tl.constexpr" for k, _ in schedule.blocks])
+        params = ", ".join(
+            self.params + [f"{k}: tl.constexpr" for k, _ in schedule.blocks]
+        )
         header = f"@triton.jit\ndef {self.name}({params}):"
         body = self.prelude + self.w.lines
         source = header + "\n" + "\n".join(body or ["    pass"]) + "\n"
@@ -444,7 +461,11 @@ class PhaseEmitter:
         w.line(f"mask_n = offs_n < {c.n_total}")
         self.masks = {"M": "mask_m", "N": "mask_n", "K": ""}
         self.alias = dict(c.alias)
-        groups = (("offs_m", c.m_dims, "M"), ("offs_n", c.n_dims, "N"), ("pid_b", c.batch_dims, ""))
+        groups = (
+            ("offs_m", c.m_dims, "M"),
+            ("offs_n", c.n_dims, "N"),
+            ("pid_b", c.batch_dims, ""),
+        )
         for flat, dims, axis in groups:
             extents = [c.tile_extents[d] for d in dims]
             for d, name in zip(dims, self.delinearize(flat, extents)):
@@ -469,7 +490,7 @@ class PhaseEmitter:
             self.ns = "T"
             a = f"tl.broadcast_to({a}, (BLOCK_M, BLOCK_K))"
             b = f"tl.broadcast_to({b}, (BLOCK_K, BLOCK_N))"
-            extra = f", input_precision=\"{precision}\"" if precision else ""
+            extra = f', input_precision="{precision}"' if precision else ""
             w.line(f"acc = tl.dot({a}, {b}, acc{extra})")
             self.scopes.pop()
         total = "acc"
@@ -533,7 +554,9 @@ def _dot_types(c: Contraction):
         return (x, y, 8, None) if ok else None
     if x.type == y.type and isinstance(x.type, AnyFloat) and x.type.bitwidth == 16:
         return x, y, 16, None
-    if not all(isinstance(v.type, AnyFloat) and v.type.bitwidth == 32 for v in (c.lhs, c.rhs)):
+    if not all(
+        isinstance(v.type, AnyFloat) and v.type.bitwidth == 32 for v in (c.lhs, c.rhs)
+    ):
         return None
     return c.lhs, c.rhs, 32, "tf32"
 
@@ -541,7 +564,11 @@ def _dot_types(c: Contraction):
 def _unique(names: list[str]) -> list[str]:
     out, seen = [], set()
     for i, n in enumerate(names):
-        n = n if n.isidentifier() and n not in seen and not n.startswith("_") else f"arg{i}"
+        n = (
+            n
+            if n.isidentifier() and n not in seen and not n.startswith("_")
+            else f"arg{i}"
+        )
         seen.add(n)
         out.append(n)
     return out

@@ -50,7 +50,12 @@ def dtype(t: Attribute) -> str:
 
 def pointer_type(t: Attribute) -> str:
     """The Triton signature string of a pointer to `t` elements (`*fp32`)."""
-    names = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
+    names = {
+        "float16": "fp16",
+        "bfloat16": "bf16",
+        "float32": "fp32",
+        "float64": "fp64",
+    }
     name = dtype(t).removeprefix("tl.")
     return "*" + names.get(name, name.replace("int", "i"))
 
@@ -66,7 +71,7 @@ def width(t: Attribute) -> int:
     return t.width.data
 
 
-def constant(value: int | float, t: Attribute) -> str:
+def constant(value: float, t: Attribute) -> str:
     """A typed 0-d constant; inf and NaN go through their bit patterns."""
     dt = dtype(t)
     if isinstance(t, AnyFloat):
@@ -122,7 +127,18 @@ def _unsigned_binary(symbol: str) -> OpText:
     return text
 
 
-_CMPI = {0: "==", 1: "!=", 2: "<", 3: "<=", 4: ">", 5: ">=", 6: "<", 7: "<=", 8: ">", 9: ">="}
+_CMPI = {
+    0: "==",
+    1: "!=",
+    2: "<",
+    3: "<=",
+    4: ">",
+    5: ">=",
+    6: "<",
+    7: "<=",
+    8: ">",
+    9: ">=",
+}
 _CMPF = {1: "==", 2: ">", 3: ">=", 4: "<", 5: "<=", 13: "!="}
 
 
@@ -139,7 +155,9 @@ def _cmpf(op: Operation, a: list[str]) -> str:
     assert isinstance(op, arith.CmpfOp)
     pred = op.predicate.value.data
     if pred not in _CMPF:
-        raise SmeltError(f"the triton target does not support arith.cmpf predicate {pred}")
+        raise SmeltError(
+            f"the triton target does not support arith.cmpf predicate {pred}"
+        )
     return f"({a[0]} {_CMPF[pred]} {a[1]})"
 
 

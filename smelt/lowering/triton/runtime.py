@@ -134,7 +134,9 @@ class TritonProgram:
         self.n_inputs = len(names.data) if names is not None else 0
         plan = plan_memory(main)
         self.arena_bytes = plan.arena_bytes
-        self.arena = torch.zeros(max(1, plan.arena_bytes), dtype=torch.uint8, device=device)
+        self.arena = torch.zeros(
+            max(1, plan.arena_bytes), dtype=torch.uint8, device=device
+        )
         self.weights = torch.from_numpy(np.array(plan.weights)).to(device)
         self.io_types = [a.type for a in main.args]
         self.io = [
@@ -160,7 +162,9 @@ class TritonProgram:
             elif isinstance(op, func.CallOp):
                 callee = op.callee.root_reference.data
                 if callee not in self.kernels:
-                    raise SmeltError(f"@main calls @{callee}, which is not a loop.kernel")
+                    raise SmeltError(
+                        f"@main calls @{callee}, which is not a loop.kernel"
+                    )
                 args = [views[v] for v in op.arguments]
                 for k in self.kernels[callee]:
                     if k.grid > 0:
@@ -234,7 +238,7 @@ class TritonProgram:
 
 
 def default_device() -> str:
-    """"cuda" when torch sees a GPU, "cpu" under TRITON_INTERPRET=1, else an error."""
+    """ "cuda" when torch sees a GPU, "cpu" under TRITON_INTERPRET=1, else an error."""
     try:
         import torch
         import triton  # noqa: F401
