@@ -165,6 +165,7 @@ class PhaseEmitter:
         self.params = _unique(self.params)
         self.buffers = dict(zip(kernel.args, self.params))
         self.flat: tuple[tuple[SSAValue, ...], tuple[int, ...], str] | None = None
+        self.delin: dict[str, tuple[str, int, tuple[int, ...], tuple[int, ...]]] = {}
         _check_sizes(kernel)
 
     # --- values ----------------------------------------------------------------------
@@ -239,18 +240,41 @@ class PhaseEmitter:
             and shape == self.flat[1]
         ):
             return self.flat[2]
+        strides = [1] * len(shape)
+        for p in range(len(shape) - 2, -1, -1):
+            strides[p] = strides[p + 1] * shape[p + 1]
+        names = [None if _is_zero(i) else self.value(i) for i in indices]
         terms = []
-        stride = 1
-        for index, size in reversed(list(zip(indices, shape))):
-            owner = index.owner
-            is_zero = (
-                isinstance(owner, arith.ConstantOp) and owner.value.value.data == 0
-            )
-            if not is_zero:
-                name = self.value(index)
-                terms.append(name if stride == 1 else f"{name} * {stride}")
-            stride *= size
-        return " + ".join(reversed(terms)) if terms else "0"
+        p = 0
+        while p < len(names):
+            name, run = names[p], 1
+            base = name
+            info = self.delin.get(name) if name else None
+            if info is not None:
+                # a suffix of one delinearization laid out like the buffer's dims
+                # folds back into the flat index: contiguous, so loads vectorize
+                flat, comp, dstrides, dextents = info
+                run = len(dextents) - comp
+                last = p + run - 1
+                if (
+                    (run > 1 or comp == 0)
+                    and last < len(names)
+                    and all(
+                        self.delin.get(names[p + j])
+                        == (flat, comp + j, dstrides, dextents)
+                        and strides[p + j] == strides[last] * dstrides[comp + j]
+                        for j in range(run)
+                    )
+                ):
+                    span = dstrides[comp] * dextents[comp]
+                    base = flat if comp == 0 else f"({flat} % {span})"
+                else:
+                    run = 1
+            if base is not None:
+                stride = strides[p + run - 1]
+                terms.append(base if stride == 1 else f"{base} * {stride}")
+            p += run
+        return " + ".join(terms) if terms else "0"
 
     def barrier_before(self, buffer: SSAValue) -> None:
         # another thread of this program may have written the element: wait for it
@@ -373,7 +397,12 @@ class PhaseEmitter:
             expr = flat if s == 1 else f"({flat} // {s})"
             if i > 0:
                 expr = f"{expr} % {e}"
-            names.append(self.w.assign(expr, "i") if len(extents) > 1 else flat)
+            if len(extents) == 1:
+                names.append(flat)
+                continue
+            name = self.w.assign(expr, "i")
+            self.delin[name] = (flat, i, tuple(strides), tuple(extents))
+            names.append(name)
         return names
 
     # --- modes -----------------------------------------------------------------------
