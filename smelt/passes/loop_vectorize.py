@@ -12,7 +12,9 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     Float64Type,
+    FloatAttr,
     IntAttr,
+    IntegerAttr,
     IntegerType,
     MemRefType,
     ModuleOp,
@@ -85,16 +87,21 @@ def _vector_of(t: Attribute, width: int) -> VectorType:
     return VectorType(t, [width])
 
 
-def _neutral(t: Attribute, value: float | str, width: int) -> arith.ConstantOp:
+def _neutral(t: Attribute, value: float | str, width: int) -> list[Operation]:
+    """The neutral element of a reduction in every lane: a scalar constant and its
+    broadcast (a dense vector constant of inf or NaN does not survive xDSL's
+    printer and parser)."""
     if isinstance(t, IntegerType) and isinstance(value, str):
         bits = t.width.data
-        value = {"ones": -1, "smin": -(1 << (bits - 1)), "smax": (1 << (bits - 1)) - 1}[
-            value
-        ]
+        limits = {"ones": -1, "smin": -(1 << (bits - 1)), "smax": (1 << (bits - 1)) - 1}
+        value = limits[value]
         if bits == 1:  # i1 holds -1 and 0; "ones" and smin are true, smax false
             value = {-1: 1}.get(value, value)
-    vt = _vector_of(t, width)
-    return arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(vt, [value]), vt)
+    if isinstance(t, IntegerType):
+        scalar = arith.ConstantOp(IntegerAttr(int(value), t))
+    else:
+        scalar = arith.ConstantOp(FloatAttr(float(value), t))
+    return [scalar, vector.BroadcastOp(scalar.result, _vector_of(t, width))]
 
 
 class LoopVectorizer:
@@ -200,13 +207,17 @@ class LoopVectorizer:
         op, w = self.loop, self.width
         lb, trips = op.lb.data, op.trip_count
         main_ub = lb + (trips // w) * w
-        neutrals = [
+        neutral_ops = [
             _neutral(arg.type, r.neutral, w)
             for r, arg in zip(self.reductions, self.block.args[1:])
         ]
-        vloop = loop.ForOp(lb, main_ub, w, op.kind.data, [c.result for c in neutrals])
+        neutrals = [o for ops in neutral_ops for o in ops]
+        inits = [ops[-1].results[0] for ops in neutral_ops]
+        vloop = loop.ForOp(lb, main_ub, w, op.kind.data, inits)
         vloop.attributes.update(op.attributes)
         self.out = vloop.body.block
+        self.out.args[0].name_hint = self.iv.name_hint
+        self.pre: list[Operation] = []  # loop-invariant ops, hoisted before the loop
         self.scalar: dict[SSAValue, SSAValue] = {self.iv: self.out.args[0]}
         self.vec: dict[SSAValue, SSAValue] = {}
         for r, acc in zip(self.reductions, self.out.args[1:]):
@@ -215,13 +226,12 @@ class LoopVectorizer:
             self._emit_body()
             vloop.verify()
         except (VerifyException, DiagnosticException, Refused) as e:
-            vloop.drop_all_references()
-            for c in neutrals:
-                c.erase()
+            for dead in (vloop, *reversed(self.pre), *reversed(neutrals)):
+                dead.drop_all_references()
             raise Refused(f"vector form does not verify: {e}") from e
         parent = op.parent_block()
         assert parent is not None
-        parent.insert_ops_before([*neutrals, vloop], op)
+        parent.insert_ops_before([*neutrals, *self.pre, vloop], op)
         results = []
         for r, vres in zip(self.reductions, vloop.res):
             flags = arith.FastMathFlagsAttr(
@@ -238,7 +248,7 @@ class LoopVectorizer:
         if main_ub == op.ub.data:
             for old, new in zip(op.res, results):
                 old.replace_all_uses_with(new)
-            op.erase()
+            parent.erase_op(op)
         else:
             op.lb = IntAttr(main_ub)
             inits = list(op.iter_inits)
@@ -255,9 +265,9 @@ class LoopVectorizer:
                     new = vector.LoadOp(inner.memref, indices, vt)
                     self._add(new)
                     self.vec[inner.results[0]] = new.results[0]
-                else:
+                else:  # invariant: no store in the loop may overlap it (check)
                     new = memref.LoadOp.get(inner.memref, indices)
-                    self._add(new)
+                    self._add(new, hoist=True)
                     self.scalar[inner.results[0]] = new.results[0]
             elif isinstance(inner, memref.StoreOp):
                 value = self.vector(inner.value)
@@ -267,8 +277,11 @@ class LoopVectorizer:
                 values = [self.vector(inner.values[r.index]) for r in self.reductions]
                 self._add(loop.YieldOp(*values))
 
-    def _add(self, op: Operation) -> None:
-        self.out.add_op(op)
+    def _add(self, op: Operation, hoist: bool = False) -> None:
+        if hoist:
+            self.pre.append(op)
+        else:
+            self.out.add_op(op)
 
     def _in_loop(self, value: SSAValue) -> bool:
         owner = value.owner
@@ -292,7 +305,7 @@ class LoopVectorizer:
             properties=dict(op.properties),
             attributes=dict(op.attributes),
         )
-        self._add(new)
+        self._add(new, hoist=value not in self.varying)
         for old, res in zip(op.results, new.results):
             self.scalar[old] = res
         return self.scalar[value]
@@ -303,16 +316,16 @@ class LoopVectorizer:
             return self.vec[value]
         vt = _vector_of(value.type, self.width)
         if value is self.iv:
-            base = self._broadcast(self.lane0(value), vt)
+            base = self._broadcast(self.lane0(value), vt, hoist=False)
             lanes = arith.ConstantOp(
                 DenseIntOrFPElementsAttr.from_list(vt, list(range(self.width))), vt
             )
             new: Operation = arith.AddiOp(base, lanes.result)
-            self._add(lanes)
+            self._add(lanes, hoist=True)
             self._add(new)
             result = new.results[0]
         elif value not in self.varying:
-            result = self._broadcast(self.lane0(value), vt)
+            result = self._broadcast(self.lane0(value), vt, hoist=True)
         else:
             op = value.owner
             assert isinstance(op, Operation)
@@ -343,9 +356,9 @@ class LoopVectorizer:
             return self.lane0(operand)
         return self.vector(operand)
 
-    def _broadcast(self, scalar: SSAValue, vt: VectorType) -> SSAValue:
+    def _broadcast(self, scalar: SSAValue, vt: VectorType, hoist: bool) -> SSAValue:
         new = vector.BroadcastOp(scalar, vt)
-        self._add(new)
+        self._add(new, hoist)
         return new.results[0]
 
 

@@ -32,6 +32,7 @@ from smelt.lowering.llvm.types import (
     suffix,
     value_type,
 )
+from smelt.passes.loop_analysis import ELEMENTWISE_ATTR
 from smelt.passes.loop_parallelize import THREADS_ATTR
 
 OpEmitter = Callable[["KernelEmitter", Operation], None]
@@ -135,8 +136,14 @@ def declare_kernel(module: ir.Module, kernel: func.FuncOp) -> ir.Function:
     # point makes O3 superlinear on big models, and a kernel stays the unit that
     # a thread pool will dispatch.
     fn.attributes.add("noinline")
+    # @main hands a kernel buffers that are disjoint, or one buffer twice to read;
+    # only buffer-plan's in-place reuse lets an output overlap an input, and it does
+    # that for kernels marked loop.elementwise alone.
+    distinct = ELEMENTWISE_ATTR not in kernel.attributes
     for i, (ir_arg, arg) in enumerate(zip(fn.args, kernel.body.block.args)):
         ir_arg.name = arg.name_hint or f"arg{i}"
+        if distinct:
+            ir_arg.add_attribute("noalias")
     if uses_threads(kernel):
         fn.args[-1].name = "pool"
     return fn

@@ -7,20 +7,26 @@ the program is collected). Each marked loop is outlined into a task
 
     void smelt.parallel_for(ptr pool, ptr task, ptr ctx, i64 trips)
 
-which publishes the task (a new *generation*), runs chunks itself and spins until
-every worker has checked in. Chunks are claimed with one atomic counter, so a
-slow thread takes fewer. Workers spin on the generation for a while (the next
+which splits the iterations into chunks (a few per thread), publishes the task
+and runs chunks itself until none is left, then waits for the chunks that workers
+took. Everything a worker needs to take a chunk is one 64-bit *claim word*:
+the task's generation (high half) and the next chunk (low half); a worker takes
+chunk c of generation g with one compare-and-swap, so a worker that wakes up late,
+even after the task is over, can never run a chunk twice or of the wrong task, and
+the caller never waits for a worker that took nothing: tiny tasks on a busy machine
+cost what they cost serially. Workers spin on the claim word for a while (the next
 parallel loop usually follows within microseconds), then sleep on a condition
-variable, so an idle program costs no CPU. A null pool, or one of one thread,
-runs the task serially.
+variable, so an idle program costs no CPU. A null pool, or one of one thread, runs
+the task serially.
 
 The pool is one block of memory that the caller allocates (`pool_bytes`):
 
-    0   generation i64   8 stop i32   12 threads i32   16 task ptr   24 ctx ptr
-    32  trips i64        40 chunks i64
-    64  next chunk i64 (own cache line)     128 workers still busy i64 (own line)
+    0   claim word i64: generation << 32 | next chunk (own cache line)
+    64  task ptr   72 ctx ptr   80 trips i64   88 chunks i64   96 stop i32
+    100 threads i32
+    128 chunks finished i64 (own cache line)
     192 pthread mutex (128 bytes)           320 pthread condition (128 bytes)
-    448 per thread: pthread_t, pool ptr, thread index (24 bytes each)
+    448 per thread: pthread_t, pool ptr (24 bytes each)
 """
 
 from __future__ import annotations
@@ -44,8 +50,8 @@ STOP = "smelt_pool_stop"
 TASK = ir.FunctionType(VOID, [PTR, I64, I64])
 """An outlined parallel loop: void(ptr ctx, i64 begin, i64 end), iterations."""
 
-GENERATION, STOP_FLAG, THREADS, FN, CTX, TRIPS, CHUNKS = 0, 8, 12, 16, 24, 32, 40
-NEXT, PENDING, MUTEX, COND, RECORDS, RECORD_BYTES = 64, 128, 192, 320, 448, 24
+CLAIM, FN, CTX, TRIPS, CHUNKS, STOP_FLAG, THREADS = 0, 64, 72, 80, 88, 96, 100
+FINISHED, MUTEX, COND, RECORDS, RECORD_BYTES = 128, 192, 320, 448, 24
 CHUNKS_PER_THREAD = 4
 WORKER_SPINS = 1 << 14  # pause loops before a worker sleeps (about 0.1-1 ms)
 
@@ -139,46 +145,76 @@ class _Pool:
     def call(self, b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
         return b.call(self.libc[name], list(args))
 
+    # Task fields are read by workers that may race with the next task's writes
+    # (the claim word then tells them to discard what they read): atomic, relaxed.
+    def read(self, b: ir.IRBuilder, pool: ir.Value, offset: int) -> ir.Value:
+        return b.load_atomic(self.at(b, pool, offset), "monotonic", 8, typ=I64)
+
+    def write(self, b: ir.IRBuilder, pool: ir.Value, offset: int, value: ir.Value):
+        b.atomic_rmw("xchg", self.at(b, pool, offset), value, "monotonic")
+
     def pause(self, b: ir.IRBuilder) -> None:
         if self.pause_hint is not None:
             b.call(*self.pause_hint)
 
-    def bump_generation(self, b: ir.IRBuilder, pool: ir.Value) -> None:
-        """Publishes what was stored before: wakes spinning and sleeping workers."""
+    def publish(self, b: ir.IRBuilder, pool: ir.Value, word: ir.Value) -> None:
+        """Stores a new claim word (after what was stored before it) and wakes
+        sleeping workers; spinning ones see the word change."""
         mutex, cond = self.at(b, pool, MUTEX), self.at(b, pool, COND)
+        b.atomic_rmw("xchg", self.at(b, pool, CLAIM), word, "acq_rel")
         self.call(b, "pthread_mutex_lock", mutex)
-        b.atomic_rmw("add", self.at(b, pool, GENERATION), constant(I64, 1), "acq_rel")
         self.call(b, "pthread_cond_broadcast", cond)
         self.call(b, "pthread_mutex_unlock", mutex)
 
     # --- functions ------------------------------------------------------------
 
-    def define_run_chunks(self) -> ir.Function:
-        """Claims chunks of the current task until none is left, running each."""
-        fn, b = self.function("smelt.pool.run_chunks", ir.FunctionType(VOID, [PTR]))
-        (pool,) = fn.args
-        task = b.load(self.at(b, pool, FN), typ=PTR)
-        ctx = b.load(self.at(b, pool, CTX), typ=PTR)
-        trips = b.load(self.at(b, pool, TRIPS), typ=I64)
-        chunks = b.load(self.at(b, pool, CHUNKS), typ=I64)
+    def define_work(self) -> ir.Function:
+        """void work(pool, i64 generation): takes and runs chunks of that
+        generation's task until none is left (or the task is another one)."""
+        fn, b = self.function(
+            "smelt.pool.work", ir.FunctionType(VOID, [PTR, I64]), internal=True
+        )
+        pool, generation = fn.args
+        pool.name, generation.name = "pool", "generation"
+        claim = self.at(b, pool, CLAIM)
         head = fn.append_basic_block("claim")
-        body = fn.append_basic_block("run")
+        take = fn.append_basic_block("take")
+        run = fn.append_basic_block("run")
         done = fn.append_basic_block("done")
         b.branch(head)
+
         b.position_at_end(head)
-        c = b.atomic_rmw("add", self.at(b, pool, NEXT), constant(I64, 1), "monotonic")
-        b.cbranch(b.icmp_unsigned("<", c, chunks), body, done)
-        b.position_at_end(body)
-        begin = b.udiv(b.mul(c, trips), chunks)
-        end = b.udiv(b.mul(b.add(c, constant(I64, 1)), trips), chunks)
+        word = b.load_atomic(claim, "acquire", 8, typ=I64)
+        same = b.icmp_unsigned("==", b.lshr(word, constant(I64, 32)), generation)
+        chunk = b.and_(word, constant(I64, 0xFFFFFFFF))
+        chunks = self.read(b, pool, CHUNKS)
+        left = b.icmp_unsigned("<", chunk, chunks)
+        b.cbranch(b.and_(same, left), take, done)
+
+        # the task fields were published before this generation's word, and stay
+        # until all its chunks finish, which needs this one: read them, then claim
+        b.position_at_end(take)
+        task = b.inttoptr(self.read(b, pool, FN), PTR)
+        ctx = b.inttoptr(self.read(b, pool, CTX), PTR)
+        trips = self.read(b, pool, TRIPS)
+        swap = b.cmpxchg(
+            claim, word, b.add(word, constant(I64, 1)), "acq_rel", "acquire"
+        )
+        b.cbranch(b.extract_value(swap, 1), run, head)
+
+        b.position_at_end(run)
+        begin = b.udiv(b.mul(chunk, trips), chunks)
+        end = b.udiv(b.mul(b.add(chunk, constant(I64, 1)), trips), chunks)
         _indirect_call(b, task, [ctx, begin, end])
+        b.atomic_rmw("add", self.at(b, pool, FINISHED), constant(I64, 1), "release")
         b.branch(head)
+
         b.position_at_end(done)
         b.ret_void()
         return fn
 
-    def define_worker(self, run_chunks: ir.Function) -> ir.Function:
-        """The thread body: wait for a new generation, run chunks, check in."""
+    def define_worker(self, work: ir.Function) -> ir.Function:
+        """The thread body: wait for a new generation, work on it, repeat."""
         fn, b = self.function("smelt.pool.worker", ir.FunctionType(PTR, [PTR]))
         (record,) = fn.args
         pool = b.load(record, typ=PTR)
@@ -193,18 +229,24 @@ class _Pool:
         got = fn.append_basic_block("got")
         task = fn.append_basic_block("task")
         leave = fn.append_basic_block("leave")
-        generation = self.at(b, pool, GENERATION)
+        claim = self.at(b, pool, CLAIM)
         b.branch(wait)
+
+        def generation(name: str) -> ir.Value:
+            word = b.load_atomic(claim, "acquire", 8, typ=I64)
+            return b.lshr(word, constant(I64, 32), name=name)
 
         b.position_at_end(wait)
         seen = b.phi(I64, "seen")
+        # generation 0 is the pool's start: a worker that gets the CPU only after
+        # tasks (or the stop) were published still sees them as new
         seen.add_incoming(constant(I64, 0), entry)
         b.branch(spin)
 
         b.position_at_end(spin)
         k = b.phi(I64, "k")
         k.add_incoming(constant(I64, 0), wait)
-        g = b.load_atomic(generation, "acquire", 8, typ=I64)
+        g = generation("g")
         b.cbranch(b.icmp_unsigned("!=", g, seen), got, spin_next)
 
         b.position_at_end(spin_next)
@@ -220,7 +262,7 @@ class _Pool:
         self.call(b, "pthread_mutex_lock", mutex)
         b.branch(sleep_check)
         b.position_at_end(sleep_check)
-        g_slept = b.load_atomic(generation, "acquire", 8, typ=I64)
+        g_slept = generation("g.slept")
         b.cbranch(b.icmp_unsigned("!=", g_slept, seen), sleep_done, sleep_wait)
         b.position_at_end(sleep_wait)
         self.call(b, "pthread_cond_wait", cond, mutex)
@@ -237,8 +279,7 @@ class _Pool:
         b.cbranch(b.icmp_unsigned("!=", stop, constant(I32, 0)), leave, task)
 
         b.position_at_end(task)
-        b.call(run_chunks, [pool])
-        b.atomic_rmw("sub", self.at(b, pool, PENDING), constant(I64, 1), "release")
+        b.call(work, [pool, new])
         seen.add_incoming(new, task)
         b.branch(wait)
 
@@ -246,9 +287,10 @@ class _Pool:
         b.ret(ir.Constant(PTR, None))
         return fn
 
-    def define_parallel_for(self, run_chunks: ir.Function) -> ir.Function:
+    def define_parallel_for(self, work: ir.Function) -> ir.Function:
         fn, b = self.function(PARALLEL_FOR, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]))
         pool, task, ctx, trips = fn.args
+        pool.name, task.name, ctx.name, trips.name = "pool", "task", "ctx", "trips"
         serial = fn.append_basic_block("serial")
         check = fn.append_basic_block("check")
         dispatch = fn.append_basic_block("dispatch")
@@ -270,33 +312,36 @@ class _Pool:
         )
         b.cbranch(few, serial, dispatch)
 
+        # only this thread writes the task fields and the generation
         b.position_at_end(dispatch)
         wanted = b.mul(threads, constant(I64, CHUNKS_PER_THREAD))
         chunks = b.select(b.icmp_unsigned("<", trips, wanted), trips, wanted)
-        b.store(task, self.at(b, pool, FN))
-        b.store(ctx, self.at(b, pool, CTX))
-        b.store(trips, self.at(b, pool, TRIPS))
-        b.store(chunks, self.at(b, pool, CHUNKS))
-        b.atomic_rmw("xchg", self.at(b, pool, NEXT), constant(I64, 0), "monotonic")
-        workers = b.sub(threads, constant(I64, 1))
-        pending = self.at(b, pool, PENDING)
-        b.atomic_rmw("xchg", pending, workers, "monotonic")
-        self.bump_generation(b, pool)
-        b.call(run_chunks, [pool])
+        self.write(b, pool, FN, b.ptrtoint(task, I64))
+        self.write(b, pool, CTX, b.ptrtoint(ctx, I64))
+        self.write(b, pool, TRIPS, trips)
+        self.write(b, pool, CHUNKS, chunks)
+        finished = self.at(b, pool, FINISHED)
+        b.atomic_rmw("xchg", finished, constant(I64, 0), "monotonic")
+        claim = self.at(b, pool, CLAIM)
+        old = b.load_atomic(claim, "monotonic", 8, typ=I64)
+        generation = b.add(b.lshr(old, constant(I64, 32)), constant(I64, 1))
+        generation = b.and_(generation, constant(I64, 0xFFFFFFFF))
+        self.publish(b, pool, b.shl(generation, constant(I64, 32)))
+        b.call(work, [pool, generation])
         b.branch(wait)
 
         b.position_at_end(wait)
         k = b.phi(I64, "k")
         k.add_incoming(constant(I64, 0), dispatch)
-        left = b.load_atomic(pending, "acquire", 8, typ=I64)
-        b.cbranch(b.icmp_unsigned("==", left, constant(I64, 0)), done, spin)
+        count = b.load_atomic(finished, "acquire", 8, typ=I64)
+        b.cbranch(b.icmp_unsigned("==", count, chunks), done, spin)
 
         b.position_at_end(spin)
         self.pause(b)
         k_next = b.add(k, constant(I64, 1))
         k.add_incoming(k_next, spin)
         k.add_incoming(k_next, relax)
-        # a descheduled worker gets the core back sooner if the caller yields
+        # a worker descheduled in the middle of a chunk gets a core sooner
         often = b.and_(k_next, constant(I64, 1023))
         b.cbranch(b.icmp_unsigned("==", often, constant(I64, 0)), relax, wait)
 
@@ -311,8 +356,8 @@ class _Pool:
     def define_start(self, worker: ir.Function) -> None:
         fn, b = self.function(START, ir.FunctionType(I32, [PTR, I32]), internal=False)
         pool, wanted = fn.args
-        for offset, ty in ((GENERATION, I64), (NEXT, I64), (PENDING, I64)):
-            b.store(constant(ty, 0), self.at(b, pool, offset))
+        for offset in (CLAIM, CHUNKS, FINISHED):
+            b.store(constant(I64, 0), self.at(b, pool, offset))
         b.store(constant(I32, 0), self.at(b, pool, STOP_FLAG))
         threads = self.at(b, pool, THREADS)
         b.store(constant(I32, 1), threads)
@@ -356,7 +401,11 @@ class _Pool:
         fn, b = self.function(STOP, ir.FunctionType(VOID, [PTR]), internal=False)
         (pool,) = fn.args
         b.atomic_rmw("xchg", self.at(b, pool, STOP_FLAG), constant(I32, 1), "acq_rel")
-        self.bump_generation(b, pool)
+        self.write(b, pool, CHUNKS, constant(I64, 0))
+        old = b.load_atomic(self.at(b, pool, CLAIM), "monotonic", 8, typ=I64)
+        generation = b.add(b.lshr(old, constant(I64, 32)), constant(I64, 1))
+        generation = b.and_(generation, constant(I64, 0xFFFFFFFF))
+        self.publish(b, pool, b.shl(generation, constant(I64, 32)))
         threads_slot = self.at(b, pool, THREADS)
         threads = b.load(threads_slot, typ=I32)
         entry = b.block
@@ -390,7 +439,7 @@ def define_pool(module: ir.Module) -> ir.Function:
     if existing is not None:
         return existing
     pool = _Pool(module)
-    run_chunks = pool.define_run_chunks()
-    pool.define_start(pool.define_worker(run_chunks))
+    work = pool.define_work()
+    pool.define_start(pool.define_worker(work))
     pool.define_stop()
-    return pool.define_parallel_for(run_chunks)
+    return pool.define_parallel_for(work)

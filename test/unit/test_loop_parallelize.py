@@ -1,0 +1,296 @@
+"""loop-parallelize and the llvm target's thread pool: same results as serial on
+awkward trip counts, and a pool that neither leaks nor deadlocks."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from test_llvm_target import parse
+
+from smelt.compiler.driver import lower
+from smelt.dialects.loop import ForOp
+from smelt.lowering.llvm.jit import compile_to_native
+from smelt.passes.loop_parallelize import THREADS_ATTR
+
+
+def compiled(src: str, pipeline: str = ""):
+    module = parse(src)
+    if pipeline:
+        lower(module, pipeline)
+        module.verify()
+    return compile_to_native(module), module
+
+
+def marked(module) -> list[ForOp]:
+    return [
+        op
+        for op in module.walk()
+        if isinstance(op, ForOp) and THREADS_ATTR in op.attributes
+    ]
+
+
+def nest_kernel(shape: tuple[int, int, int], lbs=(0, 0, 0), steps=(1, 1, 1)) -> str:
+    """o[i, j, k] = a[i, j, k] · 2 + i + j over a 3-deep nest with bounds/steps."""
+    t = "memref<{}x{}x{}xf32>".format(*shape)
+    loops = [
+        f"loop.for %{v} = {lb} to {n} step {s} parallel {{"
+        for v, lb, n, s in zip("ijk", lbs, shape, steps)
+    ]
+    return f"""
+    func.func @k(%a: {t}, %o: {t}) attributes {{loop.kernel}} {{
+      %two = arith.constant 2.0 : f32
+      {loops[0]}
+        %fi = arith.index_cast %i : index to i64
+        {loops[1]}
+          {loops[2]}
+            %x = memref.load %a[%i, %j, %k] : {t}
+            %d = arith.mulf %x, %two : f32
+            %s = arith.addi %i, %j : index
+            %si = arith.index_cast %s : index to i64
+            %sf = arith.sitofp %si : i64 to f32
+            %y = arith.addf %d, %sf : f32
+            memref.store %y, %o[%i, %j, %k] : {t}
+            loop.yield
+          }}
+          loop.yield
+        }}
+        loop.yield
+      }}
+      func.return
+    }}
+    func.func @main(%a: {t}, %o: {t}) {{
+      func.call @k(%a, %o) : ({t}, {t}) -> ()
+      func.return
+    }}"""
+
+
+def perfect_nest(shape: tuple[int, int, int], lbs=(0, 0, 0), steps=(1, 1, 1)) -> str:
+    """The same without the op between the outer loops, so that they collapse."""
+    return nest_kernel(shape, lbs, steps).replace(
+        "%fi = arith.index_cast %i : index to i64", ""
+    )
+
+
+SHAPES = [
+    (1, 1, 5),
+    (1, 3, 37),
+    (2, 5, 9),
+    (3, 1, 64),
+    (7, 13, 3),
+    (13, 2, 17),
+    (64, 4, 8),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("builder", [nest_kernel, perfect_nest])
+def test_same_results_as_serial(shape, threads, builder):
+    src = builder(shape)
+    rng = np.random.default_rng(sum(shape))
+    a = rng.standard_normal(shape).astype(np.float32)
+    i, j = np.meshgrid(np.arange(shape[0]), np.arange(shape[1]), indexing="ij")
+    expected = a * 2 + (i + j)[..., None].astype(np.float32)
+    pipe = f"loop-vectorize,loop-parallelize{{threads={threads} min_work=0}}"
+    program, module = compiled(src, pipe)
+    out = np.zeros_like(a)
+    for _ in range(3):  # the pool is reused across runs
+        program.run([a, out])
+        np.testing.assert_array_equal(out, expected)
+    # one-trip nests have nothing to split; every other kernel gets a marked loop
+    total = shape[0] * (shape[1] if builder is perfect_nest else 1)
+    assert len(marked(module)) == (1 if total >= 2 else 0)
+    assert program.threads == (threads if marked(module) else 1)
+
+
+def test_collapse_with_bounds_and_steps():
+    shape, lbs, steps = (7, 11, 16), (1, 2, 0), (2, 3, 1)
+    program, module = compiled(
+        perfect_nest(shape, lbs, steps), "loop-parallelize{threads=2 min_work=0}"
+    )
+    (loop,) = marked(module)
+    assert loop.trip_count == 3 * 3  # i in 1,3,5 · j in 2,5,8
+    a = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    out = np.zeros_like(a)
+    program.run([a, out])
+    expected = np.zeros_like(a)
+    for i in range(1, 7, 2):
+        for j in range(2, 11, 3):
+            expected[i, j] = a[i, j] * 2 + np.float32(i + j)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_threads_one_and_small_kernels_stay_serial():
+    src = nest_kernel((4, 4, 4))
+    _, module = compiled(src, "loop-parallelize{threads=1 min_work=0}")
+    assert not marked(module)
+    _, module = compiled(src, "loop-parallelize{threads=2}")  # 64 elements of work
+    assert not marked(module)
+    program, _ = compiled(src, "loop-parallelize{threads=2}")
+    assert program.threads == 1
+
+
+def reduce_kernel(rows: int, n: int) -> str:
+    t2, t1 = f"memref<{rows}x{n}xf32>", f"memref<{rows}xf32>"
+    return f"""
+    func.func @k(%a: {t2}, %o: {t1}) attributes {{loop.kernel}} {{
+      %z = arith.constant 0.0 : f32
+      loop.for %r = 0 to {rows} step 1 parallel {{
+        %s = loop.for %i = 0 to {n} step 1 reduction iter_args(%acc = %z) -> (f32) {{
+          %x = memref.load %a[%r, %i] : {t2}
+          %e = math.exp %x : f32
+          %y = arith.addf %acc, %e : f32
+          loop.yield %y : f32
+        }}
+        memref.store %s, %o[%r] : {t1}
+        loop.yield
+      }}
+      func.return
+    }}
+    func.func @main(%a: {t2}, %o: {t1}) {{
+      func.call @k(%a, %o) : ({t2}, {t1}) -> ()
+      func.return
+    }}"""
+
+
+@pytest.mark.parametrize("rows", [2, 3, 17, 100])
+def test_rows_of_reductions(rows):
+    a = np.random.default_rng(rows).standard_normal((rows, 37)).astype(np.float32)
+    serial, _ = compiled(reduce_kernel(rows, 37), "loop-vectorize")
+    par, module = compiled(
+        reduce_kernel(rows, 37), "loop-vectorize,loop-parallelize{threads=4 min_work=0}"
+    )
+    assert marked(module)
+    expected, out = np.zeros(rows, np.float32), np.zeros(rows, np.float32)
+    serial.run([a, expected])
+    par.run([a, out])
+    np.testing.assert_array_equal(out, expected)  # the same code per row
+    np.testing.assert_allclose(out, np.exp(a.astype(np.float64)).sum(1), rtol=1e-5)
+
+
+BIG = (64, 8, 64)
+
+
+def big_program(threads: int = 2):
+    return compiled(
+        perfect_nest(BIG), f"loop-parallelize{{threads={threads} min_work=0}}"
+    )[0]
+
+
+def check(program, seed: int = 0) -> None:
+    a = np.random.default_rng(seed).standard_normal(BIG).astype(np.float32)
+    out = np.zeros_like(a)
+    program.run([a, out])
+    i, j = np.meshgrid(np.arange(BIG[0]), np.arange(BIG[1]), indexing="ij")
+    np.testing.assert_array_equal(out, a * 2 + (i + j)[..., None].astype(np.float32))
+
+
+def os_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_pools_stop_when_programs_are_collected():
+    gc.collect()
+    before = os_threads()
+    programs = [big_program(3) for _ in range(4)]
+    assert os_threads() == before + 4 * 2
+    for p in programs:
+        check(p)
+    del programs, p
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while os_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert os_threads() == before
+
+
+def test_two_programs_interleave():
+    a, b = big_program(2), big_program(3)
+    for seed in range(20):
+        check(a, seed)
+        check(b, seed)
+
+
+def test_concurrent_runs_of_one_program_wait_for_each_other():
+    program = big_program(2)
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        try:
+            for k in range(20):
+                a = (
+                    np.random.default_rng(seed + k)
+                    .standard_normal(BIG)
+                    .astype(np.float32)
+                )
+                out = np.zeros_like(a)
+                program.run([a, out])
+                i, j = np.meshgrid(np.arange(BIG[0]), np.arange(BIG[1]), indexing="ij")
+                expected = a * 2 + (i + j)[..., None].astype(np.float32)
+                np.testing.assert_array_equal(out, expected)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(s * 100,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors[0]
+
+
+def _run_in_child(queue) -> None:
+    try:
+        check(_FORKED[0], 1)
+        queue.put("ok")
+    except BaseException as e:  # noqa: BLE001 - sent back to the parent
+        queue.put(repr(e))
+
+
+_FORKED: list = []
+
+
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork"
+)
+def test_a_forked_child_starts_its_own_pool():
+    program = big_program(2)
+    check(program)
+    _FORKED[:] = [program]
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_run_in_child, args=(queue,))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == "ok"
+    check(program)  # the parent's pool still works
+    _FORKED.clear()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_idle_workers_sleep():
+    program = big_program(2)
+    check(program)
+    time.sleep(0.2)  # past the workers' spin phase
+    start = time.process_time()
+    time.sleep(0.3)
+    assert time.process_time() - start < 0.05
+
+
+def test_entry_without_a_pool_runs_serially():
+    from smelt.lowering.llvm.emit import emit_llvm_ir
+
+    module = parse(perfect_nest(BIG))
+    lower(module, "loop-parallelize{threads=2 min_work=0}")
+    text = emit_llvm_ir(module)
+    assert '@"smelt.parallel_for"' in text
+    assert '"smelt.kernel.k.task0"(ptr %"ctx", i64 %"begin", i64 %"end")' in text
