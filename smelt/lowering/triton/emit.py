@@ -295,8 +295,12 @@ class PhaseEmitter:
         value = self.value(op.value)
         index_axes = union_axes(self, op.indices)
         axes = self.axes(op.value) | index_axes
-        if not self.axes(op.value) <= index_axes:
-            # a unit dim the index ignores: all those lanes but one are masked off
+        if self.phase_mode == "dot":
+            # epilogue values are whole tiles; a unit dim the index ignores (a
+            # batch of one) is masked down to its one valid row or column
+            ptr = f"tl.broadcast_to({ptr}, (BLOCK_M, BLOCK_N))"
+            axes = frozenset({"M", "N"})
+        elif not self.axes(op.value) <= index_axes:
             ptr = f"tl.broadcast_to({ptr}, {value}.shape)"
         mask = self.mask(axes)
         tail = f", mask={mask}" if mask else ""
@@ -531,7 +535,7 @@ class PhaseEmitter:
         if c.final_store is not None:
             out, index = c.final_store
             ptr = f"{self.buffers[out]} + {self.offset(out, index)}"
-            ptr = f"tl.broadcast_to({ptr}, {total}.shape)"
+            ptr = f"tl.broadcast_to({ptr}, (BLOCK_M, BLOCK_N))"
             w.line(f"tl.store({ptr}, {total}, mask=mask_m & mask_n)")
         grid = num_m * num_n * c.batch_total
         return schedule, grid

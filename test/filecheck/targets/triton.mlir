@@ -76,7 +76,7 @@ func.func @row_max(%x: memref<8x100xf32>, %y: memref<8xf32>) attributes {loop.ke
 // CHECK-NEXT:        v4 = tl.load(b + k2 * 48 + offs_n, mask=mask_kb & mask_n, other=0)
 // CHECK-NEXT:        acc = tl.dot(tl.broadcast_to(v3, (BLOCK_M, BLOCK_K)), tl.broadcast_to(v4, (BLOCK_K, BLOCK_N)), acc)
 // CHECK-NEXT:    v5 = acc.to(tl.float16)
-// CHECK-NEXT:    tl.store(c + offs_m * 48 + offs_n, v5, mask=mask_m & mask_n)
+// CHECK-NEXT:    tl.store(tl.broadcast_to(c + offs_m * 48 + offs_n, (BLOCK_M, BLOCK_N)), v5, mask=mask_m & mask_n)
 
 func.func @matmul_f16(%a: memref<32x64xf16>, %b: memref<64x48xf16>, %c: memref<32x48xf16>) attributes {loop.kernel} {
   %zero = arith.constant 0.0 : f32
@@ -104,7 +104,7 @@ func.func @matmul_f16(%a: memref<32x64xf16>, %b: memref<64x48xf16>, %c: memref<3
 // tf32 inputs for f32 operands.
 // CHECK-LABEL: def matmul_f32(
 // CHECK:         acc = tl.dot({{.*}}, acc, input_precision="tf32")
-// CHECK-NEXT:    tl.store(tl.broadcast_to(c + offs_m * 8 + offs_n, acc.shape), acc, mask=mask_m & mask_n)
+// CHECK-NEXT:    tl.store(tl.broadcast_to(c + offs_m * 8 + offs_n, (BLOCK_M, BLOCK_N)), acc, mask=mask_m & mask_n)
 
 func.func @matmul_f32(%a: memref<4x16xf32>, %b: memref<16x8xf32>, %c: memref<4x8xf32>) attributes {loop.kernel} {
   %zero = arith.constant 0.0 : f32
@@ -136,7 +136,7 @@ func.func @matmul_f32(%a: memref<4x16xf32>, %b: memref<16x8xf32>, %c: memref<4x8
 // CHECK:         acc = tl.dot(
 // CHECK:         v5 = tl.load(bias + offs_n, mask=mask_n, other=0)
 // CHECK-NEXT:    v6 = (acc + v5)
-// CHECK-NEXT:    tl.store(c + offs_m * 8 + offs_n, v6, mask=mask_m & mask_n)
+// CHECK-NEXT:    tl.store(tl.broadcast_to(c + offs_m * 8 + offs_n, (BLOCK_M, BLOCK_N)), v6, mask=mask_m & mask_n)
 // CHECK-NOT:     def matmul_nests_p
 func.func @matmul_nests(%a: memref<4x16xf32>, %b: memref<16x8xf32>, %bias: memref<8xf32>, %c: memref<4x8xf32>) attributes {loop.kernel} {
   %zero = arith.constant 0.0 : f32
