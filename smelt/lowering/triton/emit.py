@@ -23,14 +23,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import AnyFloat, IntegerType, MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects.loop import ForOp, YieldOp, is_kernel
 from smelt.errors import SmeltError
 from smelt.lowering.triton import schedule as sched
-from smelt.lowering.triton.contraction import Contraction, find_contraction
-from smelt.lowering.triton.ops import OP_TEXT, constant, dtype, pointer_type
+from smelt.lowering.triton.contraction import find_contraction
+from smelt.lowering.triton.emit_dot import dot_types, emit_dot
+from smelt.lowering.triton.ops import OP_TEXT, constant, is_zero_constant, pointer_type
 from smelt.lowering.triton.structure import (
     EMPTY,
     BlockChain,
@@ -243,7 +244,7 @@ class PhaseEmitter:
         strides = [1] * len(shape)
         for p in range(len(shape) - 2, -1, -1):
             strides[p] = strides[p + 1] * shape[p + 1]
-        names = [None if _is_zero(i) else self.value(i) for i in indices]
+        names = [None if is_zero_constant(i) else self.value(i) for i in indices]
         terms = []
         p = 0
         while p < len(names):
@@ -418,8 +419,8 @@ class PhaseEmitter:
         self.phase_mode = "serial"
         self.lane_axes: frozenset[str] = frozenset()
         contraction = find_contraction(phase, self.deps)
-        if contraction is not None and _dot_types(contraction) is not None:
-            schedule, grid = self.emit_dot(contraction)
+        if contraction is not None and dot_types(contraction) is not None:
+            schedule, grid = emit_dot(self, contraction)
         elif phase.grid is not None and phase.grid.loops:
             schedule, grid = self.emit_lanes()
         else:
@@ -473,80 +474,6 @@ class PhaseEmitter:
         self.statements(self.phase.grid_level_ops() + self.phase.body)
         return schedule, -(-total // block)
 
-    def emit_dot(self, c: Contraction) -> tuple[sched.Schedule, int]:
-        self.phase_mode = "dot"
-        (lhs, rhs, bits, precision) = _dot_types(c)  # type: ignore[misc]
-        schedule = sched.dot(c.m_total, c.n_total, c.k_total, bits)
-        w = self.w
-        bm, bn = schedule.block("BLOCK_M"), schedule.block("BLOCK_N")
-        num_m, num_n = -(-c.m_total // bm), -(-c.n_total // bn)
-        w.line("pid = tl.program_id(0)")
-        w.line(f"pid_b = pid // {num_m * num_n}")
-        w.line(f"rest = pid % {num_m * num_n}")
-        w.line(f"group = GROUP_M * {num_n}")
-        w.line("first_m = (rest // group) * GROUP_M")
-        w.line(f"group_size = tl.minimum({num_m} - first_m, GROUP_M)")
-        w.line("pid_m = first_m + (rest % group) % group_size")
-        w.line("pid_n = (rest % group) // group_size")
-        w.line("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
-        w.line("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]")
-        w.line(f"mask_m = offs_m < {c.m_total}")
-        w.line(f"mask_n = offs_n < {c.n_total}")
-        self.masks = {"M": "mask_m", "N": "mask_n", "K": ""}
-        self.alias = dict(c.alias)
-        groups = (
-            ("offs_m", c.m_dims, "M"),
-            ("offs_n", c.n_dims, "N"),
-            ("pid_b", c.batch_dims, ""),
-        )
-        for flat, dims, axis in groups:
-            extents = [c.tile_extents[d] for d in dims]
-            for d, name in zip(dims, self.delinearize(flat, extents)):
-                self.axes_of[c.tile_ivs[d]] = frozenset({axis} if axis else ())
-                self.bind(c.tile_ivs[d], name)
-        self.k_sources = frozenset(c.k_ivs)
-        acc_dt = dtype(c.acc_type)
-        w.line(f"acc = tl.zeros([BLOCK_M, BLOCK_N], {acc_dt})")
-        with w.indented(f"for k0 in range(0, {c.k_total}, BLOCK_K):"):
-            self.scopes.append({})
-            for ns, shape in (("a", "[None, :]"), ("b", "[:, None]")):
-                k = w.assign(f"k0 + tl.arange(0, BLOCK_K){shape}", "k")
-                w.line(f"mask_k{ns} = {k} < {c.k_total}")
-                self.ns = ns.upper()
-                for iv, name in zip(c.k_ivs, self.delinearize(k, c.k_extents)):
-                    self.axes_of[iv] = frozenset({"K"})
-                    self.bind(iv, name, self.ns)
-            self.ns = "A"
-            a = self.dot_operand(lhs, frozenset({"M", "K"}))
-            self.ns = "B"
-            b = self.dot_operand(rhs, frozenset({"K", "N"}))
-            self.ns = "T"
-            a = f"tl.broadcast_to({a}, (BLOCK_M, BLOCK_K))"
-            b = f"tl.broadcast_to({b}, (BLOCK_K, BLOCK_N))"
-            extra = f', input_precision="{precision}"' if precision else ""
-            w.line(f"acc = tl.dot({a}, {b}, acc{extra})")
-            self.scopes.pop()
-        total = "acc"
-        if c.init is not None and not _is_zero(c.init):
-            total = w.assign(f"acc + {self.value(c.init)}", "acc")
-        self.axes_of[c.result] = frozenset({"M", "N"})
-        self.bind(c.result, total)
-        self.statements(c.post)
-        if c.final_store is not None:
-            out, index = c.final_store
-            ptr = f"{self.buffers[out]} + {self.offset(out, index)}"
-            ptr = f"tl.broadcast_to({ptr}, (BLOCK_M, BLOCK_N))"
-            w.line(f"tl.store({ptr}, {total}, mask=mask_m & mask_n)")
-        grid = num_m * num_n * c.batch_total
-        return schedule, grid
-
-    def dot_operand(self, v: SSAValue, axes: frozenset[str]) -> str:
-        name = self.value(v)
-        owner = v.owner
-        if isinstance(owner, memref.LoadOp):
-            return name
-        return f"tl.where({self.mask(axes)}, {name}, 0)"
-
 
 def union_axes(e: PhaseEmitter, values) -> frozenset[str]:
     out: set[str] = set()
@@ -561,37 +488,6 @@ class _FakeOp:
     def __init__(self, result: SSAValue):
         self.operands = [result, result]
         self.results = [result]
-
-
-def _is_zero(v: SSAValue) -> bool:
-    owner = v.owner
-    return isinstance(owner, arith.ConstantOp) and owner.value.value.data == 0
-
-
-def _peel(v: SSAValue) -> SSAValue:
-    owner = v.owner
-    if isinstance(owner, arith.ExtFOp | arith.ExtSIOp) and isinstance(
-        owner.input.owner, memref.LoadOp
-    ):
-        return owner.input
-    return v
-
-
-def _dot_types(c: Contraction):
-    """(lhs, rhs, operand bits, input precision) for tl.dot, or None."""
-    x, y = _peel(c.lhs), _peel(c.rhs)
-    if isinstance(c.acc_type, IntegerType):
-        ok = all(
-            isinstance(v.type, IntegerType) and v.type.width.data == 8 for v in (x, y)
-        )
-        return (x, y, 8, None) if ok else None
-    if x.type == y.type and isinstance(x.type, AnyFloat) and x.type.bitwidth == 16:
-        return x, y, 16, None
-    if not all(
-        isinstance(v.type, AnyFloat) and v.type.bitwidth == 32 for v in (c.lhs, c.rhs)
-    ):
-        return None
-    return c.lhs, c.rhs, 32, "tf32"
 
 
 def _unique(names: list[str]) -> list[str]:

@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerType,
 )
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from smelt.errors import SmeltError
 
@@ -100,6 +100,12 @@ def _float_bits(v: float, t: Attribute) -> tuple[int, str]:
     else:
         b = {float("inf"): 0x7C00, float("-inf"): 0xFC00}.get(v, 0x7E00)
     return (b - 0x10000 if b >= 0x8000 else b), "tl.int16"
+
+
+def is_zero_constant(v: SSAValue) -> bool:
+    """Whether `v` is an arith.constant 0 (an index that adds nothing)."""
+    owner = v.owner
+    return isinstance(owner, arith.ConstantOp) and owner.value.value.data == 0
 
 
 def _binary(symbol: str) -> OpText:

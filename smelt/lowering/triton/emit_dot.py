@@ -1,0 +1,121 @@
+"""Contractions as Triton dot tiles: program ids -> (batch, M tile, N tile) with
+grouped ordering for L2 reuse, a K loop feeding `tl.dot` (f16/bf16 operands as
+loaded, f32 as tf32, i8 into i32), then the initial value and the epilogue on the
+finished tile."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import AnyFloat, IntegerType
+from xdsl.ir import SSAValue
+
+from smelt.lowering.triton import schedule as sched
+from smelt.lowering.triton.contraction import Contraction
+from smelt.lowering.triton.ops import dtype, is_zero_constant
+
+if TYPE_CHECKING:
+    from smelt.lowering.triton.emit import PhaseEmitter
+
+
+def emit_dot(e: PhaseEmitter, c: Contraction) -> tuple[sched.Schedule, int]:
+    e.phase_mode = "dot"
+    (lhs, rhs, bits, precision) = dot_types(c)  # type: ignore[misc]
+    schedule = sched.dot(c.m_total, c.n_total, c.k_total, bits)
+    w = e.w
+    bm, bn = schedule.block("BLOCK_M"), schedule.block("BLOCK_N")
+    num_m, num_n = -(-c.m_total // bm), -(-c.n_total // bn)
+    w.line("pid = tl.program_id(0)")
+    w.line(f"pid_b = pid // {num_m * num_n}")
+    w.line(f"rest = pid % {num_m * num_n}")
+    w.line(f"group = GROUP_M * {num_n}")
+    w.line("first_m = (rest // group) * GROUP_M")
+    w.line(f"group_size = tl.minimum({num_m} - first_m, GROUP_M)")
+    w.line("pid_m = first_m + (rest % group) % group_size")
+    w.line("pid_n = (rest % group) // group_size")
+    w.line("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
+    w.line("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]")
+    w.line(f"mask_m = offs_m < {c.m_total}")
+    w.line(f"mask_n = offs_n < {c.n_total}")
+    e.masks = {"M": "mask_m", "N": "mask_n", "K": ""}
+    e.alias = dict(c.alias)
+    groups = (
+        ("offs_m", c.m_dims, "M"),
+        ("offs_n", c.n_dims, "N"),
+        ("pid_b", c.batch_dims, ""),
+    )
+    for flat, dims, axis in groups:
+        extents = [c.tile_extents[d] for d in dims]
+        for d, name in zip(dims, e.delinearize(flat, extents)):
+            e.axes_of[c.tile_ivs[d]] = frozenset({axis} if axis else ())
+            e.bind(c.tile_ivs[d], name)
+    e.k_sources = frozenset(c.k_ivs)
+    acc_dt = dtype(c.acc_type)
+    w.line(f"acc = tl.zeros([BLOCK_M, BLOCK_N], {acc_dt})")
+    with w.indented(f"for k0 in range(0, {c.k_total}, BLOCK_K):"):
+        e.scopes.append({})
+        for ns, shape in (("a", "[None, :]"), ("b", "[:, None]")):
+            k = w.assign(f"k0 + tl.arange(0, BLOCK_K){shape}", "k")
+            w.line(f"mask_k{ns} = {k} < {c.k_total}")
+            e.ns = ns.upper()
+            for iv, name in zip(c.k_ivs, e.delinearize(k, c.k_extents)):
+                e.axes_of[iv] = frozenset({"K"})
+                e.bind(iv, name, e.ns)
+        e.ns = "A"
+        a = _operand(e, lhs, frozenset({"M", "K"}))
+        e.ns = "B"
+        b = _operand(e, rhs, frozenset({"K", "N"}))
+        e.ns = "T"
+        a = f"tl.broadcast_to({a}, (BLOCK_M, BLOCK_K))"
+        b = f"tl.broadcast_to({b}, (BLOCK_K, BLOCK_N))"
+        extra = f', input_precision="{precision}"' if precision else ""
+        w.line(f"acc = tl.dot({a}, {b}, acc{extra})")
+        e.scopes.pop()
+    total = "acc"
+    if c.init is not None and not is_zero_constant(c.init):
+        total = w.assign(f"acc + {e.value(c.init)}", "acc")
+    e.axes_of[c.result] = frozenset({"M", "N"})
+    e.bind(c.result, total)
+    e.statements(c.post)
+    if c.final_store is not None:
+        out, index = c.final_store
+        ptr = f"{e.buffers[out]} + {e.offset(out, index)}"
+        ptr = f"tl.broadcast_to({ptr}, (BLOCK_M, BLOCK_N))"
+        w.line(f"tl.store({ptr}, {total}, mask=mask_m & mask_n)")
+    grid = num_m * num_n * c.batch_total
+    return schedule, grid
+
+
+def _operand(e: PhaseEmitter, v: SSAValue, axes: frozenset[str]) -> str:
+    name = e.value(v)
+    owner = v.owner
+    if isinstance(owner, memref.LoadOp):
+        return name
+    return f"tl.where({e.mask(axes)}, {name}, 0)"
+
+
+def _peel(v: SSAValue) -> SSAValue:
+    owner = v.owner
+    if isinstance(owner, arith.ExtFOp | arith.ExtSIOp) and isinstance(
+        owner.input.owner, memref.LoadOp
+    ):
+        return owner.input
+    return v
+
+
+def dot_types(c: Contraction):
+    """(lhs, rhs, operand bits, input precision) for tl.dot, or None."""
+    x, y = _peel(c.lhs), _peel(c.rhs)
+    if isinstance(c.acc_type, IntegerType):
+        ok = all(
+            isinstance(v.type, IntegerType) and v.type.width.data == 8 for v in (x, y)
+        )
+        return (x, y, 8, None) if ok else None
+    if x.type == y.type and isinstance(x.type, AnyFloat) and x.type.bitwidth == 16:
+        return x, y, 16, None
+    if not all(
+        isinstance(v.type, AnyFloat) and v.type.bitwidth == 32 for v in (c.lhs, c.rhs)
+    ):
+        return None
+    return c.lhs, c.rhs, 32, "tf32"
