@@ -1,5 +1,6 @@
 """CPU benchmark: smelt against onnxruntime (ORT_ENABLE_ALL, same threads) and numpy,
-in one run, median of repeated runs after warm-up; prints a table of ratios.
+in one run, median of repeated runs after warm-up; prints a table of ratios. smelt
+runs the preset of `--level` with `threads` (loop-parallelize) for each thread count.
 
     python benchmarks/cpu.py                      # every case, 1 and 2 threads
     python benchmarks/cpu.py --cases mlp gemm --threads 1 --repeat 20
@@ -88,15 +89,23 @@ def ort_session(model: onnx.ModelProto, threads: int):
     )
 
 
-def bench_model(name, build, threads, repeat, level):
+def compile_cpu(model, level: str, threads: int):
+    """smelt's CPU preset `level` running parallel loops on `threads` threads."""
     import smelt
+    from smelt.compiler import pipelines
+
+    pipeline = pipelines.preset("cpu", level, threads)
+    return smelt.compile(model, "cpu", pipeline=pipeline)
+
+
+def bench_model(name, build, threads, repeat, level):
     from smelt.compiler.cli import random_inputs
 
     model = build()
-    compiled = smelt.compile(model, "cpu", level=level)
-    feeds = random_inputs(compiled)
     rows = []
     for t in threads:
+        compiled = compile_cpu(model, level, t)
+        feeds = random_inputs(compiled)
         sess = ort_session(model, t)
         ort_ms = median_ms(lambda: sess.run(None, feeds), repeat)
         smelt_ms = median_ms(lambda: compiled.run(feeds), repeat)
@@ -105,15 +114,14 @@ def bench_model(name, build, threads, repeat, level):
 
 
 def bench_gemm(threads, repeat, level, n=1024):
-    import smelt
-
-    compiled = smelt.compile(gemm_model(n), "cpu", level=level)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     rows = []
     for t in threads:
         from threadpoolctl import threadpool_limits
+
+        compiled = compile_cpu(gemm_model(n), level, t)
 
         with threadpool_limits(t):
             np_ms = median_ms(lambda: a @ b, repeat)
@@ -123,9 +131,6 @@ def bench_gemm(threads, repeat, level, n=1024):
 
 
 def bench_chain(threads, repeat, level, n=16 << 20):
-    import smelt
-
-    compiled = smelt.compile(chain_model(n), "cpu", level=level)
     x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
     out = np.empty_like(x)
 
@@ -137,6 +142,7 @@ def bench_chain(threads, repeat, level, n=16 << 20):
 
     rows = []
     for t in threads:
+        compiled = compile_cpu(chain_model(n), level, t)
         np_ms = median_ms(numpy_chain, repeat)
         smelt_ms = median_ms(lambda: compiled.run({"x": x}), repeat)
         rows.append(("elementwise chain 16M", t, smelt_ms, "numpy", np_ms))

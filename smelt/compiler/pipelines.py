@@ -51,9 +51,17 @@ PRESETS: dict[str, dict[str, str]] = {
 
 DEFAULT_LEVEL = "O2"
 
+# CPU presets that run their outer parallel loops on `threads` threads: the last
+# loop pass, after scheduling and vectorization, before the memory plan.
+THREADED_LEVELS = ("O2", "O3")
 
-def preset(target: str, level: str = DEFAULT_LEVEL) -> str:
-    """The pipeline string of preset `level` (O0…O3) for `target`."""
+
+def preset(target: str, level: str = DEFAULT_LEVEL, threads: int = 1) -> str:
+    """The pipeline string of preset `level` (O0…O3) for `target`.
+
+    With `threads` > 1, CPU presets O2/O3 end their loop passes with
+    `loop-parallelize{threads=N}`: the only place a thread count comes from.
+    """
     if target not in PRESETS:
         raise SmeltError(f"unknown target '{target}': choose one of {', '.join(PRESETS)}")
     levels = PRESETS[target]
@@ -61,4 +69,10 @@ def preset(target: str, level: str = DEFAULT_LEVEL) -> str:
         raise SmeltError(
             f"unknown optimization level '{level}': choose one of {', '.join(levels)}"
         )
-    return levels[level]
+    if not isinstance(threads, int) or threads < 1:
+        raise SmeltError(f"threads must be a positive integer, not {threads!r}")
+    spec = levels[level]
+    if threads > 1 and target == "cpu" and level in THREADED_LEVELS:
+        loops = spec.removesuffix(",buffer-plan")
+        spec = f"{loops},loop-parallelize{{threads={threads}}},buffer-plan"
+    return spec

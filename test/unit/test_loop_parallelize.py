@@ -294,3 +294,36 @@ def test_entry_without_a_pool_runs_serially():
     text = emit_llvm_ir(module)
     assert '@"smelt.parallel_for"' in text
     assert '"smelt.kernel.k.task0"(ptr %"ctx", i64 %"begin", i64 %"end")' in text
+
+
+def test_preset_threads_parameter():
+    from smelt.compiler import pipelines
+    from smelt.errors import SmeltError
+
+    assert pipelines.preset("cpu") == pipelines.preset("cpu", "O2", threads=1)
+    spec = pipelines.preset("cpu", "O3", threads=4)
+    assert spec.endswith("loop-parallelize{threads=4},buffer-plan")
+    assert "loop-parallelize" not in pipelines.preset("cpu", "O1", threads=4)
+    with pytest.raises(SmeltError):
+        pipelines.preset("cpu", "O2", threads=0)
+
+
+def test_mlp_with_two_threads_matches_one():
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numerics"))
+    import models
+
+    import smelt
+    from smelt.compiler import pipelines
+    from smelt.compiler.cli import random_inputs
+
+    model = models.mlp_model()
+    outs = []
+    for threads in (1, 2):
+        compiled = smelt.compile(
+            model, "cpu", pipeline=pipelines.preset("cpu", "O2", threads)
+        )
+        outs.append(compiled.run(random_inputs(compiled)))
+    for name in outs[0]:
+        np.testing.assert_array_equal(outs[0][name], outs[1][name])

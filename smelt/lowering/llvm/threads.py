@@ -217,6 +217,7 @@ class _Pool:
         """The thread body: wait for a new generation, work on it, repeat."""
         fn, b = self.function("smelt.pool.worker", ir.FunctionType(PTR, [PTR]))
         (record,) = fn.args
+        record.name = "record"
         pool = b.load(record, typ=PTR)
         entry = b.block
         wait = fn.append_basic_block("wait")
@@ -356,6 +357,7 @@ class _Pool:
     def define_start(self, worker: ir.Function) -> None:
         fn, b = self.function(START, ir.FunctionType(I32, [PTR, I32]), internal=False)
         pool, wanted = fn.args
+        pool.name, wanted.name = "pool", "threads"
         for offset in (CLAIM, CHUNKS, FINISHED):
             b.store(constant(I64, 0), self.at(b, pool, offset))
         b.store(constant(I32, 0), self.at(b, pool, STOP_FLAG))
@@ -400,6 +402,7 @@ class _Pool:
     def define_stop(self) -> None:
         fn, b = self.function(STOP, ir.FunctionType(VOID, [PTR]), internal=False)
         (pool,) = fn.args
+        pool.name = "pool"
         b.atomic_rmw("xchg", self.at(b, pool, STOP_FLAG), constant(I32, 1), "acq_rel")
         self.write(b, pool, CHUNKS, constant(I64, 0))
         old = b.load_atomic(self.at(b, pool, CLAIM), "monotonic", 8, typ=I64)

@@ -1,9 +1,10 @@
 // RUN: smelt-opt %s -t llvm | filecheck %s
 
-// A kernel becomes an internal function over opaque pointers; loops become
+// A kernel becomes an internal function over opaque pointers (noalias: @main hands
+// a kernel disjoint buffers unless it is marked loop.elementwise); loops become
 // bottom-tested LLVM loops with the induction phi in the header.
 
-// CHECK-LABEL: define internal void @"smelt.kernel.relu_sum"(ptr %"a", ptr %"m", ptr %"o")
+// CHECK-LABEL: define internal void @"smelt.kernel.relu_sum"(ptr noalias %"a", ptr noalias %"m", ptr noalias %"o")
 func.func @relu_sum(%a: memref<4x8xf32>, %m: memref<4xi1>, %o: memref<4xf32>)
     attributes {loop.kernel} {
   %zero = arith.constant 0.0 : f32
