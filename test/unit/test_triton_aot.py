@@ -141,4 +141,4 @@ def test_every_model_kernel_compiles_within_budget():
         f"\naot sweep: {len(results)} of {distinct} distinct kernels compiled for "
         f"sm_90 in {budget:.0f} s budget; {len(dots)} dot kernels, all with wgmma"
     )
-    assert len(results) >= min(distinct, 60)
+    assert len(results) >= min(distinct, budget / 10)  # dots take ~5 s each
