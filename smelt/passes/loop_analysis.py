@@ -75,13 +75,11 @@ def _affine_form(value, varying, memo) -> Affine | None:
     owner = value.owner
     if isinstance(value, BlockArgument):
         parent = owner.parent_op() if isinstance(owner, Block) else None
-        if (
-            isinstance(parent, loop.ForOp)
-            and value.index == 0
-            and parent.trip_count == 1
-            and value not in varying
-        ):
+        is_iv = isinstance(parent, loop.ForOp) and value.index == 0
+        if is_iv and parent.trip_count == 1 and value not in varying:
             return Affine(parent.lb.data)
+        if value in varying and not is_iv:  # an iter_arg: changes every iteration
+            return None
         return Affine.symbol(value)
     if (
         isinstance(owner, arith.ConstantOp)

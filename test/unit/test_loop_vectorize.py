@@ -314,3 +314,67 @@ def test_vectorized_ir_round_trips():
     again = Parser(make_context(), text).parse_module()
     again.verify()
     assert str(again) == text
+
+
+def random_kernel(rng: np.random.Generator, n: int) -> str:
+    """A random elementwise body over shifted loads of three buffers, invariant
+    loads and constants, with float math: one store and one sum reduction."""
+    t_in, t_out = f"memref<{n + 3}xf32>", f"memref<{n}xf32>"
+    lines = ["%c1 = arith.constant 1 : index", "%z = arith.constant 0.0 : f32"]
+    body, values = [], []
+    for k in range(3):
+        shift = int(rng.integers(0, 4))
+        body.append(f"%s{k} = arith.constant {shift} : index")
+        body.append(f"%j{k} = arith.addi %i, %s{k} : index")
+        body.append(f"%x{k} = memref.load %a{k}[%j{k}] : {t_in}")
+        values.append(f"%x{k}")
+    body.append(f"%u = memref.load %a0[%c1] : {t_in}")  # invariant
+    values += ["%u", "%half"]
+    lines.append("%half = arith.constant 0.5 : f32")
+    binary = ["addf", "subf", "mulf", "maximumf", "minimumf"]
+    unary = ["math.tanh", "math.erf", "math.absf", "arith.negf"]
+    for k in range(int(rng.integers(3, 9))):
+        if rng.random() < 0.35:
+            op, a = rng.choice(unary), rng.choice(values)
+            body.append(f"%v{k} = {op} {a} : f32")
+        else:
+            op, a, b = rng.choice(binary), rng.choice(values), rng.choice(values)
+            body.append(f"%v{k} = arith.{op} {a}, {b} : f32")
+        values.append(f"%v{k}")
+    last = values[-1]
+    body += [
+        f"memref.store {last}, %o[%i] : {t_out}",
+        "%e = math.exp %x0 : f32",
+        "%acc2 = arith.addf %acc, %e : f32",
+        "loop.yield %acc2 : f32",
+    ]
+    body_text = "\n        ".join(body)
+    args = f"%a0: {t_in}, %a1: {t_in}, %a2: {t_in}, %o: {t_out}, %s: memref<1xf32>"
+    types = f"{t_in}, {t_in}, {t_in}, {t_out}, memref<1xf32>"
+    return f"""
+    func.func @k({args}) attributes {{loop.kernel}} {{
+      {chr(10).join(lines)}
+      %c0 = arith.constant 0 : index
+      %r = loop.for %i = 0 to {n} step 1 reduction iter_args(%acc = %z) -> (f32) {{
+        {body_text}
+      }}
+      memref.store %r, %s[%c0] : memref<1xf32>
+      func.return
+    }}
+    func.func @main({args}) {{
+      func.call @k(%a0, %a1, %a2, %o, %s) : ({types}) -> ()
+      func.return
+    }}"""
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_bodies_match_scalar(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice(SIZES))
+    src = random_kernel(rng, n)
+    inputs = [rng.uniform(-2, 2, n + 3).astype(np.float32) for _ in range(3)]
+    outputs = [np.zeros(n, np.float32), np.zeros(1, np.float32)]
+    (o1, s1), (o2, s2), module = run_both(src, inputs, outputs)
+    np.testing.assert_allclose(o2, o1, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s2, s1, rtol=1e-5)
+    assert vector_loops(module) == (1 if n >= 8 else 0)
