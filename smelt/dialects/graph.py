@@ -699,6 +699,29 @@ class AveragePoolOp(PoolOp):
 
 
 @irdl_op_definition
+class MaxPoolWithIndicesOp(PoolOp):
+    """max_pool (NCHW only) that also gives, per window, the i64 index of its maximum
+    (ONNX MaxPool's Indices): the first window position holding the max (a NaN
+    counts as the max), as an index into the unpadded input flattened per (n, c)
+    block in row-major order (`storage_order` = 0) or with the spatial dims in
+    column-major order (`storage_order` = 1); -1 for a window with no input cell."""
+
+    name = "graph.max_pool_with_indices"
+    result = result_def(TensorType)  # redeclared so that it stays result 0
+    indices = result_def(TensorType)
+    storage_order = attr_def(IntegerAttr)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        if attrs.get("layout", "nchw") != "nchw":
+            raise VerifyException("max_pool_with_indices supports layout nchw only")
+        if attrs["storage_order"] not in (0, 1):
+            raise VerifyException("max_pool_with_indices storage_order must be 0 or 1")
+        (y,) = PoolOp.infer(types, attrs)
+        return [y, tensor(i64, shape_of(y))]
+
+
+@irdl_op_definition
 class GlobalAveragePoolOp(GraphOp):
     name = "graph.global_average_pool"
     input = operand_def(TensorType)
@@ -925,7 +948,8 @@ Graph = Dialect(
         ReduceSumOp, ReduceMeanOp, ReduceMaxOp, SoftmaxOp, LayerNormOp, BatchNormOp,
         LrnOp,
         ReshapeOp, ExpandOp, TransposeOp, ConcatOp, SplitOp, SliceOp, GatherOp, PadOp,
-        Conv2dOp, MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp, MatMulOp, GemmOp,
+        Conv2dOp, MaxPoolOp, AveragePoolOp, MaxPoolWithIndicesOp, GlobalAveragePoolOp,
+        MatMulOp, GemmOp,
         ConstantOp, FusedOp, YieldOp,
     ],
     [],

@@ -45,9 +45,15 @@ def window_attrs(
     return {"strides": strides, "dilations": dilations, "pads": pads}
 
 
-def _spatial_rank(ctx: NodeContext, x: Value) -> int:
+def _spatial_rank(ctx: NodeContext, x: Value, most: int | None = 2) -> int:
+    """The number of spatial dims of `x`: 1 or 2, or any positive number when
+    `most` is None."""
     rank = len(shape_of(x)) - 2
-    if rank not in (1, 2):
+    if rank < 1:
+        raise SmeltError(
+            f"{ctx.label}: the input needs a spatial dim, got shape {shape_of(x)}"
+        )
+    if most is not None and rank > most:
         raise ctx.unsupported(
             f"{rank}-D {ctx.node.op_type} is not supported (only 1-D and 2-D)"
         )
@@ -93,23 +99,30 @@ def _drop_height(ctx: NodeContext, y: Value) -> Value:
 
 @handles("MaxPool", "AveragePool")
 def _pool(ctx: NodeContext) -> list[Value]:
+    """Pools of any number of spatial dims (1-D ones as 2-D of height 1); MaxPool's
+    Indices output, when used, makes it a `graph.max_pool_with_indices`."""
     x = ctx.inputs[0]
-    rank = _spatial_rank(ctx, x)
+    rank = _spatial_rank(ctx, x, most=None)
     is_max = ctx.node.op_type == "MaxPool"
-    if is_max and ctx.output_used(1):
-        raise ctx.unsupported("the Indices output of MaxPool is not supported")
     kernel = list(ctx.attr("kernel_shape"))
     if len(kernel) != rank:
         raise SmeltError(f"{ctx.label}: kernel_shape {kernel} does not fit the input")
     attrs = {"kernel_shape": kernel, **window_attrs(ctx, shape_of(x)[2:], kernel)}
     if rank == 1:
         x, attrs = _as_2d(ctx, x), _lift(attrs)
-    extra = {} if is_max else {"count_include_pad": ctx.attr("count_include_pad", 0)}
-    cls = g.MaxPoolOp if is_max else g.AveragePoolOp
-    y = ctx.emit(
+    if is_max and ctx.output_used(1):
+        # Flat indices of (N, C, 1, L) are those of (N, C, L) in either storage order.
+        cls = g.MaxPoolWithIndicesOp
+        extra = {"storage_order": ctx.attr("storage_order", 0)}
+    elif is_max:
+        cls, extra = g.MaxPoolOp, {}
+    else:
+        cls = g.AveragePoolOp
+        extra = {"count_include_pad": ctx.attr("count_include_pad", 0)}
+    results = ctx.emit(
         cls, [x], ceil_mode=ctx.attr("ceil_mode", 0), layout="nchw", **attrs, **extra
-    )[0]
-    return [_drop_height(ctx, y) if rank == 1 else y]
+    )
+    return [_drop_height(ctx, r) if rank == 1 else r for r in results]
 
 
 @handles("GlobalAveragePool")
@@ -119,12 +132,57 @@ def _global_average_pool(ctx: NodeContext) -> list[Value]:
 
 @handles("BatchNormalization")
 def _batch_norm(ctx: NodeContext) -> list[Value]:
-    if ctx.attr("training_mode", 0) or any(ctx.output_used(i) for i in range(1, 5)):
-        raise ctx.unsupported("BatchNormalization in training mode is not supported")
     if ctx.opset < 9 and ctx.attr("spatial", 1) == 0:
         raise ctx.unsupported("BatchNormalization with spatial = 0 is not supported")
     epsilon = float(ctx.attr("epsilon", 1e-5))
+    if ctx.opset >= 14 and ctx.attr("training_mode", 0):
+        return _batch_norm_training(ctx, epsilon)
+    if any(ctx.output_used(i) for i in range(1, 5)):
+        raise ctx.unsupported(
+            "the training outputs of BatchNormalization are supported only with "
+            "training_mode = 1 (opset 14 on)"
+        )
     return ctx.emit(g.BatchNormOp, ctx.inputs[:5], epsilon=epsilon)
+
+
+def _batch_norm_training(ctx: NodeContext, epsilon: float) -> list[Value]:
+    """Training-mode BatchNormalization (opset 14+) from graph ops: the batch mean
+    and (biased) variance over every dim but channel dim 1 normalize x, and the
+    running statistics become input * momentum + batch * (1 - momentum)."""
+    x, scale, bias, running_mean, running_var = ctx.inputs[:5]
+    dtype = numpy_type_of(x)
+    if any(numpy_type_of(v) != dtype for v in ctx.inputs[1:5]):
+        raise ctx.unsupported(
+            "training-mode BatchNormalization with mixed element types is not supported"
+        )
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise SmeltError(f"{ctx.label}: the input needs a channel dim, got {shape}")
+    channels = shape[1]
+    axes = [0, *range(2, len(shape))]
+
+    def reduce_mean(v: Value) -> Value:
+        return ctx.emit(g.ReduceMeanOp, [v], axes=axes, keepdims=1)[0]
+
+    def scalar(value: float) -> Const:
+        return Const(np.array(value, dtype))
+
+    mean = reduce_mean(x)  # (1, C, 1, ...)
+    centered = ctx.emit(g.SubOp, [x, mean])[0]
+    var = reduce_mean(ctx.emit(g.MulOp, [centered, centered])[0])
+    batch_mean = ctx.reshape(mean, (channels,))
+    batch_var = ctx.reshape(var, (channels,))
+    y = ctx.emit(
+        g.BatchNormOp, [x, scale, bias, batch_mean, batch_var], epsilon=epsilon
+    )[0]
+    momentum = float(ctx.attr("momentum", 0.9))
+
+    def running(old: Value, batch: Value) -> Value:
+        kept = ctx.emit(g.MulOp, [old, scalar(momentum)])[0]
+        new = ctx.emit(g.MulOp, [batch, scalar(1 - momentum)])[0]
+        return ctx.emit(g.AddOp, [kept, new])[0]
+
+    return [y, running(running_mean, batch_mean), running(running_var, batch_var)]
 
 
 @handles("LRN")

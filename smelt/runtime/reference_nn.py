@@ -7,6 +7,8 @@ group; pools reduce a window view; nothing loops in Python per element.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -63,24 +65,26 @@ def _geometry(
 ) -> tuple[list[int], list[tuple[int, int]]]:
     """The window spans of `op` and the (before, after) padding of each spatial
     dim; `after` grows where ceil_mode lets the last window run past the pads."""
+    nsp = len(kernel)
     out = result_shape(op)[2:]
     strides, dil = op.attr("strides"), op.attr("dilations")
     span = [d * (k - 1) + 1 for d, k in zip(dil, kernel)]
     widths = []
-    for i in range(2):
+    for i in range(nsp):
         need = (out[i] - 1) * strides[i] + span[i]
-        widths.append((pads[i], max(pads[i + 2], need - spatial[i] - pads[i])))
+        widths.append((pads[i], max(pads[i + nsp], need - spatial[i] - pads[i])))
     return span, widths
 
 
 def _strided(win: np.ndarray, op: g.GraphOp, first: int) -> np.ndarray:
-    """`win`, a window view with spatial dims at `first`, `first + 1` and the window
+    """`win`, a window view with its spatial dims from `first` on and the window
     dims last, cut to the strided, dilated windows of `op`."""
     out = result_shape(op)[2:]
-    (sh, sw), (dh, dw) = op.attr("strides"), op.attr("dilations")
+    strides, dil = op.attr("strides"), op.attr("dilations")
+    nsp = len(strides)
     index = [slice(None)] * win.ndim
-    index[first : first + 2] = [slice(0, out[0] * sh, sh), slice(0, out[1] * sw, sw)]
-    index[-2:] = [slice(None, None, dh), slice(None, None, dw)]
+    index[first : first + nsp] = [slice(0, o * s, s) for o, s in zip(out, strides)]
+    index[win.ndim - nsp :] = [slice(None, None, d) for d in dil]
     return win[tuple(index)]
 
 
@@ -91,11 +95,17 @@ def _windows(
     pads: tuple[int, ...],
     fill: float = 0,
 ) -> np.ndarray:
-    """View (N, C, OH, OW, KH, KW) of the windows of `op` over `x` padded by `pads`
+    """View (N, C, *out, *kernel) of the windows of `op` over `x` padded by `pads`
     with `fill`; windows that ceil_mode lets run past the padding read `fill` too."""
     span, widths = _geometry(op, x.shape[2:], kernel, pads)
     xp = np.pad(x, [(0, 0), (0, 0), *widths], constant_values=fill)
-    return _strided(sliding_window_view(xp, span, axis=(2, 3)), op, 2)
+    axes = tuple(range(2, 2 + len(kernel)))
+    return _strided(sliding_window_view(xp, span, axis=axes), op, 2)
+
+
+def _window_axes(op: g.GraphOp) -> tuple[int, ...]:
+    """The trailing window dims of a `_windows` view."""
+    return tuple(range(-len(op.attr("kernel_shape")), 0))
 
 
 @kernel(g.Conv2dOp)
@@ -122,24 +132,52 @@ def _max_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     x = args[0]
     fill = lowest(x.dtype)
     win = _windows(x, op, op.attr("kernel_shape"), op.attr("pads"), fill)
-    return win.max(axis=(-2, -1))
+    return win.max(axis=_window_axes(op))
+
+
+@kernel(g.MaxPoolWithIndicesOp)
+def _max_pool_with_indices(op: g.GraphOp, args: list[np.ndarray]) -> list[np.ndarray]:
+    """max_pool, and the flat input index of the first window position holding the
+    max (a NaN counts as the max); -1 where a window covers no input cell."""
+    x = args[0]
+    kernel_shape, pads = op.attr("kernel_shape"), op.attr("pads")
+    n, c, *spatial = x.shape
+    cells = math.prod(spatial)
+    order = "F" if op.attr("storage_order") else "C"
+    flat = np.arange(cells, dtype=np.int64).reshape(spatial, order=order)
+    positions = _windows(flat[None, None], op, kernel_shape, pads, -1)
+    values = _windows(x, op, kernel_shape, pads, lowest(x.dtype))
+    y = values.max(axis=_window_axes(op))
+    out_shape = y.shape
+    values = values.reshape(*out_shape, -1)
+    positions = positions.reshape(*positions.shape[: 2 + len(spatial)], -1)
+    inside = positions >= 0
+    hit = (values == y[..., None]) & inside
+    if x.dtype.kind == "f":
+        hit |= np.isnan(values) & np.isnan(y)[..., None] & inside
+    first = hit.argmax(axis=-1)[..., None]
+    local = np.take_along_axis(np.broadcast_to(positions, hit.shape), first, -1)[..., 0]
+    block = np.arange(n * c, dtype=np.int64).reshape(n, c, *[1] * len(spatial)) * cells
+    indices = np.where(hit.any(axis=-1), local + block, np.int64(-1))
+    return [y, indices.astype(np.int64)]
 
 
 @kernel(g.AveragePoolOp)
 def _average_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     x = args[0]
     kernel_shape, pads = op.attr("kernel_shape"), op.attr("pads")
-    total = _windows(x, op, kernel_shape, pads).sum(axis=(-2, -1), dtype=x.dtype)
+    nsp, axes = len(kernel_shape), _window_axes(op)
+    total = _windows(x, op, kernel_shape, pads).sum(axis=axes, dtype=x.dtype)
     # Each window divides by the cells it covers: the real ones, and the explicit
     # padding when count_include_pad (never the cells ceil_mode adds past it).
     pad_cell = 1 if op.attr("count_include_pad") else 0
     cells = np.pad(
         np.ones((1, 1) + x.shape[2:], dtype=x.dtype),
-        [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])],
+        [(0, 0), (0, 0), *((pads[i], pads[i + nsp]) for i in range(nsp))],
         constant_values=pad_cell,
     )
-    count = _windows(cells, op, kernel_shape, (0, 0, 0, 0))
-    return total / count.sum(axis=(-2, -1), dtype=x.dtype)
+    count = _windows(cells, op, kernel_shape, (0,) * (2 * nsp))
+    return total / count.sum(axis=axes, dtype=x.dtype)
 
 
 @kernel(g.GlobalAveragePoolOp)

@@ -190,3 +190,69 @@ def test_training_outputs_are_unsupported():
     )
     with pytest.raises(SmeltError, match="mask output of Dropout"):
         import_model(model)
+
+
+def test_maxpool_indices_and_nd_pools():
+    model = make_model(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2, 2],
+                          storage_order=1),
+         helper.make_node("AveragePool", ["x"], ["a"], kernel_shape=[3, 1, 2])],
+        [value("x", [1, 2, 4, 5, 6])],
+        [value("y", None), value("i", None, TensorProto.INT64), value("a", None)],
+    )  # fmt: skip
+    module = import_model(model)
+    assert ops_of(module) == ["graph.max_pool_with_indices", "graph.average_pool",
+                              "func.return"]  # fmt: skip
+    op = next(iter(module.ops)).body.block.first_op
+    assert op.attr("storage_order") == 1
+    assert [str(r.type) for r in op.results] == [
+        "tensor<1x2x3x4x5xf32>", "tensor<1x2x3x4x5xi64>"
+    ]
+    # Without a user of Indices, MaxPool stays a plain max_pool.
+    model = make_model(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2, 2])],
+        [value("x", [1, 2, 4, 5, 6])], [value("y", None)],
+    )  # fmt: skip
+    assert ops_of(import_model(model)) == ["graph.max_pool", "func.return"]
+
+
+def test_3d_conv_is_still_unsupported():
+    model = make_model(
+        [helper.make_node("Conv", ["x", "w"], ["y"])],
+        [value("x", [1, 2, 4, 4, 4]), value("w", [3, 2, 1, 1, 1])], [value("y", None)],
+    )  # fmt: skip
+    with pytest.raises(SmeltError, match="3-D Conv is not supported"):
+        import_model(model)
+
+
+def _batch_norm_model(opset, outputs, **attrs):
+    inits = [numpy_helper.from_array(np.ones(3, np.float32), n)
+             for n in ("s", "b", "m", "v")]  # fmt: skip
+    node = helper.make_node(
+        "BatchNormalization", ["x", "s", "b", "m", "v"], list(outputs), **attrs
+    )
+    return make_model(
+        [node], [value("x", [2, 3, 4])], [value(o, None) for o in outputs], inits, opset
+    )
+
+
+def test_batch_norm_training_mode_is_decomposed():
+    model = _batch_norm_model(15, ["y", "rm", "rv"], training_mode=1, momentum=0.75)
+    ops = ops_of(import_model(model))
+    assert "graph.reduce_mean" in ops and "graph.batch_norm" in ops
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    out = run_graph(import_model(model), {"x": x})
+    mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    np.testing.assert_allclose(out["rm"], 0.75 + 0.25 * mean, rtol=1e-6)
+    np.testing.assert_allclose(out["rv"], 0.75 + 0.25 * var, rtol=1e-6)
+    want = (x - mean[:, None]) / np.sqrt(var[:, None] + 1e-5) + 1
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-6)
+    # Inference mode (or no training outputs used) is one batch_norm.
+    model = _batch_norm_model(15, ["y"], training_mode=0)
+    assert ops_of(import_model(model))[-2:] == ["graph.batch_norm", "func.return"]
+
+
+def test_batch_norm_training_outputs_before_opset_14_are_unsupported():
+    model = _batch_norm_model(9, ["y", "mean", "var"])
+    with pytest.raises(SmeltError, match="supported only with training_mode = 1"):
+        import_model(model)

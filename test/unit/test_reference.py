@@ -60,6 +60,8 @@ def check_against_ort(model, inputs, rtol=1e-5, atol=1e-6):
 
 
 X = f32(2, 4, 9, 11)
+X3 = f32(2, 3, 5, 6, 7)
+TIES = RNG.integers(-2, 3, (2, 3, 6, 7)).astype(np.float32)  # ties: the first wins
 CASES = {
     "conv_groups_dilations_asym_pads": (
         "Conv", {"x": X}, {"w": f32(6, 2, 3, 2), "b": f32(6)},
@@ -177,6 +179,50 @@ CASES = {
         "ReduceSum", {"x": X}, {}, {"axes": [0, -2], "keepdims": 1}, 11,
     ),
     "unsqueeze_opset11": ("Unsqueeze", {"x": f32(3, 4)}, {}, {"axes": [-1, 0]}, 11),
+    # pools of any spatial rank, MaxPool's Indices, training-mode BatchNormalization
+    "maxpool_3d_ceil_pads_dilations": (
+        "MaxPool", {"x": X3}, {},
+        {"kernel_shape": [2, 3, 2], "strides": [2, 1, 3], "pads": [1, 0, 1, 0, 1, 1],
+         "ceil_mode": 1, "dilations": [2, 1, 1]},
+    ),
+    "avgpool_3d_ceil_include_pad": (
+        "AveragePool", {"x": X3}, {},
+        {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2], "pads": [1, 1, 0, 1, 0, 2],
+         "ceil_mode": 1, "count_include_pad": 1},
+    ),
+    "avgpool_3d_exclude_pad_dilations": (
+        "AveragePool", {"x": X3}, {},
+        {"kernel_shape": [2, 2, 2], "dilations": [2, 1, 2], "pads": [1, 1, 1, 0, 1, 1]},
+        19,
+    ),
+    "maxpool_indices_ties_pads": (
+        "MaxPool", {"x": TIES}, {}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+        12, 2,
+    ),
+    "maxpool_indices_column_major_ceil_dilations": (
+        "MaxPool", {"x": TIES}, {},
+        {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [0, 1, 1, 0],
+         "dilations": [2, 1], "ceil_mode": 1, "storage_order": 1}, 12, 2,
+    ),
+    "maxpool_indices_3d_column_major": (
+        "MaxPool", {"x": X3}, {},
+        {"kernel_shape": [2, 2, 3], "strides": [1, 2, 2], "pads": [0, 1, 1, 1, 0, 1],
+         "storage_order": 1}, 12, 2,
+    ),
+    "maxpool_indices_1d_same_upper": (
+        "MaxPool", {"x": f32(2, 3, 11)}, {},
+        {"kernel_shape": [4], "strides": [3], "auto_pad": "SAME_UPPER"}, 12, 2,
+    ),
+    "batch_norm_training": (
+        "BatchNormalization", {"x": X},
+        {"s": f32(4), "b": f32(4), "m": f32(4), "v": np.abs(f32(4)) + 0.5},
+        {"epsilon": 1e-3, "momentum": 0.7, "training_mode": 1}, 15, 3,
+    ),
+    "batch_norm_training_rank3_default_momentum": (
+        "BatchNormalization", {"x": f32(5, 3, 7)},
+        {"s": f32(3), "b": f32(3), "m": f32(3), "v": np.abs(f32(3)) + 0.5},
+        {"training_mode": 1}, 14, 3,
+    ),
 }  # fmt: skip
 
 
@@ -269,6 +315,10 @@ def test_conv_is_not_slow():
     assert y.shape == (1, 64, 56, 56) and time.perf_counter() - start < 2.0
 
 
+POOL_2X2 = {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [0, 0, 0, 0],
+            "dilations": [1, 1], "ceil_mode": 0}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("cls", "arrays", "attrs", "message"),
     [
@@ -277,6 +327,10 @@ def test_conv_is_not_slow():
         (g.GemmOp, [f32(2, 3), f32(3, 4), f32(3, 4)],
          {"alpha": 1.0, "beta": 1.0, "trans_a": 0, "trans_b": 0}, "broadcast"),
         (g.PadOp, [f32(2), f32(2)], {"pads": [1, 1], "mode": "constant"}, "one elem"),
+        (g.MaxPoolWithIndicesOp, [f32(1, 2, 4, 4)],
+         {**POOL_2X2, "layout": "nhwc", "storage_order": 0}, "nchw only"),
+        (g.MaxPoolWithIndicesOp, [f32(1, 2, 4, 4)],
+         {**POOL_2X2, "layout": "nchw", "storage_order": 2}, "must be 0 or 1"),
     ],
 )  # fmt: skip
 def test_verifier_rejects_what_the_kernels_cannot_run(cls, arrays, attrs, message):

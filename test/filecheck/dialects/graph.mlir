@@ -45,3 +45,14 @@ func.func @data(%x: tensor<2x6xf32>, %i: tensor<3xi64>) -> tensor<6x2xf32> {
   %k = graph.constant dense<[1, 2]> : tensor<2xi64>
   func.return %t : tensor<6x2xf32>
 }
+
+// CHECK-LABEL: func.func @pools_nd
+func.func @pools_nd(%x: tensor<1x2x5x6x7xf32>, %y: tensor<1x1x5x5xf32>) -> tensor<1x1x2x2xi64> {
+  // CHECK: graph.max_pool {{.*}} -> tensor<1x2x3x3x3xf32>
+  %0 = graph.max_pool %x {kernel_shape = array<i64: 2, 2, 3>, strides = array<i64: 2, 2, 2>, pads = array<i64: 0, 0, 0, 1, 0, 0>, dilations = array<i64: 1, 1, 1>, ceil_mode = 1 : i64, layout = "nchw"} : (tensor<1x2x5x6x7xf32>) -> tensor<1x2x3x3x3xf32>
+  // CHECK: graph.average_pool {{.*}} -> tensor<1x2x4x5x6xf32>
+  %1 = graph.average_pool %x {kernel_shape = array<i64: 2, 2, 2>, strides = array<i64: 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0>, dilations = array<i64: 1, 1, 1>, ceil_mode = 0 : i64, count_include_pad = 0 : i64, layout = "nchw"} : (tensor<1x2x5x6x7xf32>) -> tensor<1x2x4x5x6xf32>
+  // CHECK: graph.max_pool_with_indices {{.*}}storage_order = 1 : i64{{.*}} -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
+  %2, %3 = graph.max_pool_with_indices %y {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64, layout = "nchw", storage_order = 1 : i64} : (tensor<1x1x5x5xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
+  func.return %3 : tensor<1x1x2x2xi64>
+}
