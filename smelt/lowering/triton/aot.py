@@ -51,17 +51,20 @@ def kernel_key(k: TritonKernel) -> str:
 @contextmanager
 def _compiling():
     """Triton's compiler, not its interpreter, and no warning about its FP fusion
-    default (smelt passes enable_fp_fusion explicitly)."""
-    saved = os.environ.get("TRITON_INTERPRET")
+    default (smelt passes enable_fp_fusion explicitly); the environment is restored."""
+    saved = {
+        k: os.environ.get(k) for k in ("TRITON_INTERPRET", "TRITON_DEFAULT_FP_FUSION")
+    }
     os.environ["TRITON_INTERPRET"] = "0"
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def compile_kernel(k: TritonKernel, arch: int = 90) -> CompiledKernel:
