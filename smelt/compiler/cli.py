@@ -148,7 +148,7 @@ def cmd_aot(args: argparse.Namespace) -> int:
         return 0
     flat = [k for fns in kernels.values() for k in fns]
     print(f"{os.path.basename(path)}: {len(flat)} triton kernels for sm_{arch}")
-    rows = aot.compile_all(flat, arch)
+    rows = aot.compile_all(flat, arch, args.jobs)
     print(aot.format_table(rows, arch))
     return 0
 
@@ -184,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
     ahead.add_argument("-o", "--output", metavar="DIR",
                        help="write the generated Triton source to DIR as a .py module")
+    ahead.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                       help="compile in this many processes (default: all cores)")
     ahead.add_argument("--no-compile", action="store_true",
                        help="only write the source (with -o)")
     ahead.set_defaults(func=cmd_aot)

@@ -98,7 +98,8 @@ def test_representative_model_kernels_compile_for_sm90():
             by_mode.setdefault(k.mode, []).append(k)
         chosen += by_mode.get("dot", [])[:2] + by_mode.get("rows", [])[:2]
         chosen += by_mode.get("elementwise", [])[:2]
-    results, errors, distinct = aot.compile_distinct(chosen, jobs=2)
+    pairs, errors, distinct = aot.compile_distinct(chosen, jobs=2)
+    results = [r for _, r in pairs]
     assert not errors, errors[0]
     assert len(results) == distinct >= 10
     _check(results)
@@ -133,7 +134,8 @@ def test_every_model_kernel_compiles_within_budget():
     models += [mlp_model(), encoder_layer_model()]
     per_model = [_model_kernels(m) for m in models]
     order = [k for ks in itertools.zip_longest(*per_model) for k in ks if k is not None]
-    results, errors, distinct = aot.compile_distinct(order, jobs=2, budget_s=budget)
+    pairs, errors, distinct = aot.compile_distinct(order, jobs=2, budget_s=budget)
+    results = [r for _, r in pairs]
     assert not errors, errors[0]
     _check(results)
     dots = [r for r in results if r.mode == "dot"]

@@ -107,33 +107,26 @@ def compile_kernel(k: TritonKernel, arch: int = 90) -> CompiledKernel:
 
 
 def compile_all(
-    kernels: Iterable[TritonKernel], arch: int = 90, progress=None
+    kernels: Iterable[TritonKernel], arch: int = 90, jobs: int = 1
 ) -> list[CompiledKernel]:
-    """Every kernel, compiling each distinct one once (duplicates are marked cached)."""
-    done: dict[str, CompiledKernel] = {}
-    out = []
+    """Every kernel in order, each distinct one compiled once (in `jobs` processes);
+    duplicates are marked cached. The first compile error is raised."""
+    kernels = list(kernels)
+    compiled, errors, _ = compile_distinct(kernels, arch, jobs)
+    if errors:
+        raise SmeltError(errors[0])
+    by_key = {kernel_key(k): r for k, r in compiled}
+    out, seen = [], set()
     for k in kernels:
         key = kernel_key(k)
-        if key in done:
-            first = done[key]
-            out.append(
-                CompiledKernel(
-                    k.name,
-                    k.mode,
-                    first.blocks,
-                    first.num_warps,
-                    first.num_stages,
-                    first.shared_bytes,
-                    first.uses_wgmma,
-                    0.0,
-                    True,
-                )
-            )
-        else:
-            done[key] = compile_kernel(k, arch)
-            out.append(done[key])
-        if progress is not None:
-            progress(out[-1])
+        first = by_key[key]
+        if key in seen:
+            first = CompiledKernel(
+                k.name, k.mode, first.blocks, first.num_warps, first.num_stages,
+                first.shared_bytes, first.uses_wgmma, 0.0, True,
+            )  # fmt: skip
+        seen.add(key)
+        out.append(first)
     return out
 
 
@@ -149,30 +142,32 @@ def compile_distinct(
     arch: int = 90,
     jobs: int = 1,
     budget_s: float | None = None,
-) -> tuple[list[CompiledKernel], list[str], int]:
+) -> tuple[list[tuple[TritonKernel, CompiledKernel]], list[str], int]:
     """Compiles each distinct kernel once, in order, in `jobs` processes, until
-    `budget_s` seconds have passed. Returns (compiled, errors, distinct count)."""
+    `budget_s` seconds have passed. Returns ((kernel, result) pairs, errors, number
+    of distinct kernels)."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     distinct: dict[str, TritonKernel] = {}
     for k in kernels:
         distinct.setdefault(kernel_key(k), k)
     todo = list(distinct.values())
-    done: list[CompiledKernel] = []
+    done: list[tuple[TritonKernel, CompiledKernel]] = []
     errors: list[str] = []
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
-        running = set()
+        running: dict = {}
         while todo or running:
             in_time = budget_s is None or time.perf_counter() - start < budget_s
             while todo and in_time and len(running) < max(1, jobs):
-                running.add(pool.submit(_compile_one, (todo.pop(0), arch)))
+                k = todo.pop(0)
+                running[pool.submit(_compile_one, (k, arch))] = k
             if not running:
                 break
-            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in finished:
-                r = f.result()
-                (errors.append(r) if isinstance(r, str) else done.append(r))
+                k, r = running.pop(f), f.result()
+                (errors.append(r) if isinstance(r, str) else done.append((k, r)))
     return done, errors, len(distinct)
 
 
