@@ -52,8 +52,9 @@ TASK = ir.FunctionType(VOID, [PTR, I64, I64])
 
 CLAIM, FN, CTX, TRIPS, CHUNKS, STOP_FLAG, THREADS = 0, 64, 72, 80, 88, 96, 100
 FINISHED, MUTEX, COND, RECORDS, RECORD_BYTES = 128, 192, 320, 448, 24
-CHUNKS_PER_THREAD = 4
+CHUNKS_PER_THREAD = 8  # finer chunks: less waiting on a descheduled thread
 WORKER_SPINS = 1 << 14  # pause loops before a worker sleeps (about 0.1-1 ms)
+YIELD_EVERY = 256  # pause loops between sched_yield calls of a waiting thread
 
 
 class _Callee:
@@ -223,6 +224,8 @@ class _Pool:
         wait = fn.append_basic_block("wait")
         spin = fn.append_basic_block("spin")
         spin_next = fn.append_basic_block("spin.next")
+        spin_check_yield = fn.append_basic_block("spin.check_yield")
+        spin_yield = fn.append_basic_block("spin.yield")
         sleep = fn.append_basic_block("sleep")
         sleep_check = fn.append_basic_block("sleep.check")
         sleep_wait = fn.append_basic_block("sleep.wait")
@@ -253,10 +256,19 @@ class _Pool:
         b.position_at_end(spin_next)
         self.pause(b)
         k_next = b.add(k, constant(I64, 1))
-        k.add_incoming(k_next, spin_next)
-        b.cbranch(
-            b.icmp_unsigned("<", k_next, constant(I64, WORKER_SPINS)), spin, sleep
-        )
+        k.add_incoming(k_next, spin_check_yield)
+        k.add_incoming(k_next, spin_yield)
+        more = b.icmp_unsigned("<", k_next, constant(I64, WORKER_SPINS))
+        b.cbranch(more, spin_check_yield, sleep)
+
+        # on a busy machine a spinning worker may hold the core that the caller
+        # needs: every so often give it away
+        b.position_at_end(spin_check_yield)
+        often = b.and_(k_next, constant(I64, YIELD_EVERY - 1))
+        b.cbranch(b.icmp_unsigned("==", often, constant(I64, 0)), spin_yield, spin)
+        b.position_at_end(spin_yield)
+        self.call(b, "sched_yield")
+        b.branch(spin)
 
         b.position_at_end(sleep)
         mutex, cond = self.at(b, pool, MUTEX), self.at(b, pool, COND)
@@ -343,7 +355,7 @@ class _Pool:
         k.add_incoming(k_next, spin)
         k.add_incoming(k_next, relax)
         # a worker descheduled in the middle of a chunk gets a core sooner
-        often = b.and_(k_next, constant(I64, 1023))
+        often = b.and_(k_next, constant(I64, YIELD_EVERY - 1))
         b.cbranch(b.icmp_unsigned("==", often, constant(I64, 0)), relax, wait)
 
         b.position_at_end(relax)
