@@ -81,7 +81,11 @@ def compile_kernel(k: TritonKernel, arch: int = 90) -> CompiledKernel:
         signature = dict(zip(k.params, k.signature))
         signature |= {name: "constexpr" for name in k.constexprs}
         constexprs = {(fn.arg_names.index(n),): v for n, v in k.constexprs.items()}
-        src = ASTSource(fn, signature, constexprs)
+        # buffers are 64-byte aligned (arena offsets, torch allocations): the same
+        # 16-byte divisibility Triton's JIT specializes on at launch, which lets
+        # 16-bit loads become cp.async copies that the pipeliner multi-buffers
+        aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(k.params))}
+        src = ASTSource(fn, signature, constexprs, aligned)
         options = {
             "num_warps": k.schedule.num_warps,
             "num_stages": k.schedule.num_stages,
