@@ -1,0 +1,167 @@
+"""Graph dialect: elementwise ops (unary maps, broadcasting binaries, comparisons,
+cast, clip, where)."""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    TensorType,
+    TypeAttribute,
+)
+from xdsl.irdl import (
+    attr_def,
+    irdl_op_definition,
+    operand_def,
+    result_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from smelt.dialects import dtypes
+from smelt.dialects.graph_base import *
+
+# --- elementwise -------------------------------------------------------------------
+
+
+class UnaryOp(GraphOp):
+    """Elementwise map: the result has the operand's type."""
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        return [types[0]]
+
+
+class BinaryOp(GraphOp):
+    """Elementwise with numpy broadcasting; both operands share the element type."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        a, b = types
+        if a.element_type != b.element_type:
+            raise VerifyException(
+                f"operand element types {a.element_type} and {b.element_type} differ"
+            )
+        shape = broadcast_shapes(shape_of(a), shape_of(b))
+        return [tensor(a.element_type, shape)]
+
+
+class CompareOp(BinaryOp):
+    """Elementwise comparison with broadcasting; the result is i1."""
+
+    @classmethod
+    def infer(cls, types, attrs):
+        return [tensor(dtypes.i1, shape_of(BinaryOp.infer(types, attrs)[0]))]
+
+
+def _unary(op_name: str, doc: str) -> type[UnaryOp]:
+    cls = type(
+        op_name.title().replace("_", "") + "Op",
+        (UnaryOp,),
+        {"name": f"graph.{op_name}", "__doc__": doc, "__module__": __name__},
+    )
+    return irdl_op_definition(cls)
+
+
+def _binary(op_name: str, doc: str, base: type[BinaryOp] = BinaryOp) -> type[BinaryOp]:
+    cls = type(
+        op_name.title().replace("_", "") + "Op",
+        (base,),
+        {"name": f"graph.{op_name}", "__doc__": doc, "__module__": __name__},
+    )
+    return irdl_op_definition(cls)
+
+
+ReluOp = _unary("relu", "max(x, 0)")
+SigmoidOp = _unary("sigmoid", "1 / (1 + exp(-x))")
+TanhOp = _unary("tanh", "tanh(x)")
+ExpOp = _unary("exp", "exp(x)")
+LogOp = _unary("log", "log(x)")
+ErfOp = _unary("erf", "erf(x)")
+SqrtOp = _unary("sqrt", "sqrt(x)")
+NegOp = _unary("neg", "-x")
+AbsOp = _unary("abs", "|x|")
+ReciprocalOp = _unary("reciprocal", "1 / x")
+FloorOp = _unary("floor", "floor(x)")
+CeilOp = _unary("ceil", "ceil(x)")
+IdentityOp = _unary("identity", "x; removed by graph-simplify")
+DropoutOp = _unary("dropout", "x at inference; removed by graph-simplify")
+
+AddOp = _binary("add", "a + b")
+SubOp = _binary("sub", "a - b")
+MulOp = _binary("mul", "a * b")
+DivOp = _binary("div", "a / b (integer division truncates toward zero)")
+PowOp = _binary("pow", "a ** b")
+MaxOp = _binary("max", "max(a, b)")
+MinOp = _binary("min", "min(a, b)")
+EqualOp = _binary("equal", "a == b", base=CompareOp)
+LessOp = _binary("less", "a < b", base=CompareOp)
+GreaterOp = _binary("greater", "a > b", base=CompareOp)
+
+
+@irdl_op_definition
+class LeakyReluOp(UnaryOp):
+    """x if x >= 0 else alpha * x."""
+
+    name = "graph.leaky_relu"
+    alpha = attr_def(FloatAttr)
+
+
+@irdl_op_definition
+class CastOp(GraphOp):
+    """Converts the element type to `to` (ONNX Cast semantics)."""
+
+    name = "graph.cast"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    to = attr_def(TypeAttribute)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        return [tensor(attrs["to"], shape_of(types[0]))]
+
+
+@irdl_op_definition
+class ClipOp(GraphOp):
+    """min(max(x, lo), hi) with scalar bounds lo and hi."""
+
+    name = "graph.clip"
+    input = operand_def(TensorType)
+    min = operand_def(TensorType)
+    max = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        for t in types[1:]:
+            if math.prod(shape_of(t)) != 1:
+                raise VerifyException("clip bounds must hold one element")
+        same_element_type(types, "clip input and bounds")
+        return [types[0]]
+
+
+@irdl_op_definition
+class WhereOp(GraphOp):
+    """cond ? x : y with broadcasting."""
+
+    name = "graph.where"
+    cond = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        c, a, b = types
+        if c.element_type != dtypes.i1 or a.element_type != b.element_type:
+            raise VerifyException(
+                "where expects an i1 condition and equal branch types"
+            )
+        return [tensor(a.element_type, broadcast_shapes(*map(shape_of, types)))]
