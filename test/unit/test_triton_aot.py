@@ -82,6 +82,10 @@ def test_dot_operand_types_use_wgmma():
     results = [aot.compile_kernel(k) for k in kernels]
     _check(results)
     assert all(r.uses_wgmma for r in results)
+    for r, bits in zip(results, (16, 16, 8)):
+        b = r.blocks
+        one_stage = (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * bits // 8
+        assert r.shared_bytes >= 2 * one_stage, f"{r.name}: operand loads not pipelined"
 
 
 def test_representative_model_kernels_compile_for_sm90():
