@@ -26,7 +26,8 @@ The pool is one block of memory that the caller allocates (`pool_bytes`):
     100 threads i32
     128 chunks finished i64 (own cache line)
     192 pthread mutex (128 bytes)           320 pthread condition (128 bytes)
-    448 per thread: pthread_t, pool ptr (24 bytes each)
+    448 pthread attributes (128 bytes)
+    576 per thread: pthread_t, pool ptr, index (24 bytes each)
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ TASK = ir.FunctionType(VOID, [PTR, I64, I64])
 """An outlined parallel loop: void(ptr ctx, i64 begin, i64 end), iterations."""
 
 CLAIM, FN, CTX, TRIPS, CHUNKS, STOP_FLAG, THREADS = 0, 64, 72, 80, 88, 96, 100
-FINISHED, MUTEX, COND, RECORDS, RECORD_BYTES = 128, 192, 320, 448, 24
+FINISHED, MUTEX, COND, ATTR, RECORDS, RECORD_BYTES = 128, 192, 320, 448, 576, 24
+STACK_BYTES = 64 << 20
+"""Worker stacks: tasks keep their scratch buffers (memref.alloca) on the stack,
+and a reservation costs only address space until it is touched."""
 CHUNKS_PER_THREAD = 8  # finer chunks: less waiting on a descheduled thread
 WORKER_SPINS = 1 << 14  # pause loops before a worker sleeps (about 0.1-1 ms)
 YIELD_EVERY = 256  # pause loops between sched_yield calls of a waiting thread
@@ -82,6 +86,9 @@ def pool_bytes(threads: int) -> int:
 _LIBC = {
     "pthread_create": (I32, [PTR, PTR, PTR, PTR]),
     "pthread_join": (I32, [I64, PTR]),
+    "pthread_attr_init": (I32, [PTR]),
+    "pthread_attr_setstacksize": (I32, [PTR, I64]),
+    "pthread_attr_destroy": (I32, [PTR]),
     "pthread_mutex_init": (I32, [PTR, PTR]),
     "pthread_mutex_lock": (I32, [PTR]),
     "pthread_mutex_unlock": (I32, [PTR]),
@@ -378,6 +385,9 @@ class _Pool:
         null = ir.Constant(PTR, None)
         self.call(b, "pthread_mutex_init", self.at(b, pool, MUTEX), null)
         self.call(b, "pthread_cond_init", self.at(b, pool, COND), null)
+        attr = self.at(b, pool, ATTR)
+        self.call(b, "pthread_attr_init", attr)
+        self.call(b, "pthread_attr_setstacksize", attr, constant(I64, STACK_BYTES))
         entry = b.block
         head = fn.append_basic_block("spawn.check")
         spawn = fn.append_basic_block("spawn")
@@ -401,7 +411,7 @@ class _Pool:
             record, [constant(I64, 16)], inbounds=True, source_etype=ir.IntType(8)
         )
         b.store(b.zext(i, I64), slot)
-        rc = self.call(b, "pthread_create", record, null, worker, arg)
+        rc = self.call(b, "pthread_create", record, attr, worker, arg)
         b.cbranch(b.icmp_signed("==", rc, constant(I32, 0)), spawned, done)
         b.position_at_end(spawned)
         following = b.add(i, constant(I32, 1))
@@ -409,6 +419,7 @@ class _Pool:
         i.add_incoming(following, spawned)
         b.branch(head)
         b.position_at_end(done)
+        self.call(b, "pthread_attr_destroy", attr)
         b.ret(b.load(threads, typ=I32))
 
     def define_stop(self) -> None:
