@@ -385,12 +385,23 @@ class LoopVectorizePass(ModulePass):
     left unchanged.
 
     Output: a vector loop of step `width` over the first ⌊n/width⌋·width
-    iterations, then the original loop over the rest (the remainder). Reductions
-    accumulate per lane from the neutral element and meet the initial value in
-    one `vector.reduction` after the vector loop. Float add/mul reductions are
-    reassociated that way, so they run only with `reassoc=true`; their result
-    then differs from the in-order sum by rounding (typically less: 8 partial
-    sums). Every other op computes exactly what the scalar loop computes.
+    iterations, then the original loop over the rest (the remainder).
+    Loop-invariant values (invariant loads included: no store of the loop may
+    touch them) are computed once before the vector loop and broadcast.
+    Reductions accumulate per lane from the neutral element and meet the initial
+    value in one `vector.reduction` after the vector loop.
+
+    Numerics: float add/mul reductions are reassociated that way, so they run only
+    with `reassoc=true`; their result then differs from the in-order sum by
+    rounding (typically less: `width` partial sums). min/max and integer
+    reductions are exact. Every other op is the same op on vectors; how a target
+    computes it is the target's business (the llvm target evaluates exp, tanh and
+    erf on f32 vectors with polynomials within a few ulp, `vector_math.py`).
+
+    Aliasing: distinct kernel buffers are taken to be disjoint, except in kernels
+    marked `loop.elementwise`, where buffer-plan may place an output over an input
+    of the same size (`loop_analysis.may_alias`); a loop whose store may overlap
+    another access at a different address is left alone.
 
         loop.for %i = 0 to 10 step 1 parallel {         (width=8)
           %x = memref.load %a[%i]  ...                 →  loop.for %i = 0 to 8 step 8 parallel {
