@@ -88,6 +88,12 @@ _IDENTITY = {
     arith.MaximumfOp: float("-inf"),
     arith.MinimumfOp: float("inf"),
 }
+_COMBINE = {
+    arith.AddfOp: "({} + {})",
+    arith.AddiOp: "({} + {})",
+    arith.MaximumfOp: "tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
+    arith.MinimumfOp: "tl.minimum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
+}
 _REDUCE = {
     arith.AddfOp: "tl.sum({}, 1)",
     arith.AddiOp: "tl.sum({}, 1)",
@@ -385,10 +391,9 @@ class PhaseEmitter:
             chain.results, chain.inits, accs, bc.combiners
         ):
             reduced = _REDUCE[combiner].format(name) + "[:, None]"
-            start = self.value(init)
-            text = OP_TEXT[combiner]
+            combined = _COMBINE[combiner].format(self.value(init), reduced)
             self.axes_of[res] = frozenset({"L"})
-            self.bind(res, self.w.assign(text(_FakeOp(res), [start, reduced])))
+            self.bind(res, self.w.assign(combined))
 
     def delinearize(self, flat: str, extents: list[int]) -> list[str]:
         names = []
@@ -480,14 +485,6 @@ def union_axes(e: PhaseEmitter, values) -> frozenset[str]:
     for v in values:
         out |= e.axes(v)
     return frozenset(out)
-
-
-class _FakeOp:
-    """Stands for a combiner op when folding the reduced block into the init."""
-
-    def __init__(self, result: SSAValue):
-        self.operands = [result, result]
-        self.results = [result]
 
 
 def _unique(names: list[str]) -> list[str]:
