@@ -18,6 +18,8 @@ Which mode and which block sizes a phase gets is decided in `schedule.py`.
 
 from __future__ import annotations
 
+import keyword
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -168,8 +170,7 @@ class PhaseEmitter:
         self.k_sources: frozenset[SSAValue] = frozenset()
         self.lane_shape = ""  # shape of a per-lane value, "" when serial
         self.written = stored_buffers(phase.ops)
-        self.params = [a.name_hint or f"arg{i}" for i, a in enumerate(kernel.args)]
-        self.params = _unique(self.params)
+        self.params = _unique(_param_names(kernel))
         self.buffers = dict(zip(kernel.args, self.params))
         self.flat: tuple[tuple[SSAValue, ...], tuple[int, ...], str] | None = None
         self.delin: dict[str, tuple[str, int, tuple[int, ...], tuple[int, ...]]] = {}
@@ -487,16 +488,36 @@ def union_axes(e: PhaseEmitter, values) -> frozenset[str]:
     return frozenset(out)
 
 
+def _param_names(kernel: func.FuncOp) -> list[str]:
+    """Name hints, else in0, in1, ... for buffers only read and out0, ... for
+    buffers the kernel writes."""
+    written = stored_buffers(kernel.body.block.ops)
+    names, counts = [], {"in": 0, "out": 0}
+    for a in kernel.args:
+        role = "out" if a in written else "in"
+        names.append(a.name_hint or f"{role}{counts[role]}")
+        counts[role] += 1
+    return names
+
+
+_RESERVED = re.compile(
+    r"(v|c|i|r|k|acc)\d+|acc|pid(_[bmn])?|offs(_[mn])?|mask_\w+|rest|group(_size)?|"
+    r"first_m|tl|triton|range|float|BLOCK\w*|GROUP_M|arg\d+"
+)
+
+
 def _unique(names: list[str]) -> list[str]:
-    out, seen = [], set()
+    """Valid, distinct parameter names that no generated name shadows."""
+    out: list[str] = []
     for i, n in enumerate(names):
-        n = (
-            n
-            if n.isidentifier() and n not in seen and not n.startswith("_")
-            else f"arg{i}"
+        bad = (
+            not n.isidentifier()
+            or keyword.iskeyword(n)
+            or n.startswith("_")
+            or _RESERVED.fullmatch(n)
+            or n in out
         )
-        seen.add(n)
-        out.append(n)
+        out.append(f"arg{i}" if bad else n)
     return out
 
 
