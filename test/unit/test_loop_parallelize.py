@@ -327,3 +327,33 @@ def test_mlp_with_two_threads_matches_one():
         outs.append(compiled.run(random_inputs(compiled)))
     for name in outs[0]:
         np.testing.assert_array_equal(outs[0][name], outs[1][name])
+
+
+def test_interpreter_exits_while_a_daemon_thread_runs():
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys, threading, time
+        sys.path.insert(0, {here!r})
+        from test_loop_parallelize import big_program, check
+        program = big_program(2)
+        def spin():
+            while True:
+                check(program)
+        threading.Thread(target=spin, daemon=True).start()
+        time.sleep(0.3)
+        print("exiting", flush=True)
+        """
+    ).format(here=os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "exiting" in done.stdout

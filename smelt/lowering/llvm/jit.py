@@ -132,7 +132,9 @@ class NativeProgram:
         self._pool, self._pool_pid = pool, os.getpid()
         # The finalizer holds the engine (the code) and the pool memory alive until
         # the workers are joined; it must not hold `self`.
-        self._pool_finalizer = weakref.finalize(self, _stop_pool, stop, pool, engine)
+        self._pool_finalizer = weakref.finalize(
+            self, _stop_pool, stop, pool, engine, self._lock
+        )
 
     @cached_property
     def asm(self) -> str:
@@ -176,8 +178,16 @@ class NativeProgram:
             )
 
 
-def _stop_pool(stop, pool: np.ndarray, engine: llvm.ExecutionEngine) -> None:
-    stop(pool.ctypes.data)
+def _stop_pool(
+    stop, pool: np.ndarray, engine: llvm.ExecutionEngine, lock: threading.Lock
+) -> None:
+    """Wakes and joins the workers, after a run still in flight (a daemon thread
+    at interpreter exit) has finished; gives up on a run that never ends."""
+    if lock.acquire(timeout=60):
+        try:
+            stop(pool.ctypes.data)
+        finally:
+            lock.release()
 
 
 def _same_storage(given: np.dtype, expected: np.dtype) -> bool:
