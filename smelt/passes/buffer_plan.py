@@ -87,12 +87,25 @@ def _inplace_pairs(buffers: list[Buffer], calls, kernels) -> dict[int, Buffer]:
     return pairs
 
 
-def plan(buffers: list[Buffer], pairs: dict[int, Buffer] | None = None) -> int:
-    """Assigns offsets, biggest buffers first, each into the smallest gap left by
-    the already placed buffers whose lifetimes overlap it. Returns the arena size."""
-    pairs = pairs or {}
+# Orders in which buffers are placed; plan() keeps the one with the smallest arena.
+ORDERS = {
+    "size": lambda b: (-b.size, b.start),
+    "start": lambda b: (b.start, -b.size),
+    "lifetime": lambda b: (-(b.end - b.start), -b.size),
+    "area": lambda b: (-(b.end - b.start + 1) * b.size, b.start),
+    "size-late": lambda b: (-b.size, -b.end),
+    "end": lambda b: (-b.end, -b.size),
+}
+
+
+def place(buffers: list[Buffer], order, pairs: dict[int, Buffer]) -> int:
+    """Assigns offsets in `order`, each buffer into the smallest gap left by the
+    already placed buffers whose lifetimes overlap it (best fit). Returns the arena
+    size."""
+    for b in buffers:
+        b.offset = -1
     placed: list[Buffer] = []
-    for buf in sorted(buffers, key=lambda b: (-b.size, b.start)):
+    for buf in sorted(buffers, key=order):
         host = pairs.get(id(buf))
         if host is not None and host.offset >= 0 and not any(
             _overlap(buf, p) and p is not host
@@ -111,6 +124,13 @@ def plan(buffers: list[Buffer], pairs: dict[int, Buffer] | None = None) -> int:
             buf.offset = cursor if best is None else best
         placed.append(buf)
     return max((b.offset + b.size for b in placed), default=0)
+
+
+def plan(buffers: list[Buffer], pairs: dict[int, Buffer] | None = None) -> int:
+    """Best-fit placement tried in each of ORDERS; keeps the smallest arena."""
+    pairs = pairs or {}
+    best_order = min(ORDERS.values(), key=lambda order: place(buffers, order, pairs))
+    return place(buffers, best_order, pairs)
 
 
 def lower_bound(buffers: list[Buffer], steps: int) -> int:
