@@ -506,7 +506,7 @@ def test_unsupported_situations_raise_smelt_errors():
     g = Graph(ints(0, 9, 4))
     with pytest.raises(SmeltError, match="graph.sigmoid on i32"):
         lower(g.module(g(graph.SigmoidOp, g.args[0])))
-    g = Graph(randn(1, 3, 5, 5), randn(4, 3, 3, 3), randn(4))
+    g = Graph(randn(1, 5, 5, 3), randn(4, 3, 3, 3), randn(4))  # NHWC input, OHWI
     conv = g(graph.Conv2dOp, *g.args, **{**CONV, "layout": "nhwc"})
     with pytest.raises(SmeltError, match="graph.conv2d: layout 'nhwc'"):
         lower(g.module(conv))
