@@ -180,8 +180,9 @@ class TritonProgram:
         return self._functions.setdefault(kernel_key(k), getattr(self.module, k.name))
 
     def _typed(self, base, offset: int, t: MemRefType):
-        n = _nbytes(t)
-        return base[offset : offset + max(n, 1)].view(torch_dtype(t.element_type))
+        """The bytes [offset, offset + size of t) of `base` as a flat tensor of t's
+        element type (an empty one for zero-size buffers)."""
+        return base[offset : offset + _nbytes(t)].view(torch_dtype(t.element_type))
 
     @property
     def io_tensors(self) -> list[Any]:
