@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     model = smelt.compile(
         path, args.target, input_shapes=parse_shapes(args.input_shape), level=args.level,
+        threads=args.threads,
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
@@ -164,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                      metavar="NAME=DxD…", help="fix the dims of an input")
     run.add_argument("--target", default="cpu")
     run.add_argument("--level", default="O2", help="preset pipeline O0…O3")
+    run.add_argument("--threads", type=int, default=1, help="CPU threads (presets)")
     run.add_argument("-p", "--pipeline", help="explicit pass pipeline")
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")

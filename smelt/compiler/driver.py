@@ -28,12 +28,13 @@ class CompileOptions:
     target: str = "cpu"
     pipeline: str | None = None  # None: the preset for `level`
     level: str = pipelines.DEFAULT_LEVEL
+    threads: int = 1  # worker threads of the CPU presets (loop-parallelize)
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def resolved_pipeline(self) -> str:
-        return self.pipeline if self.pipeline is not None else pipelines.preset(
-            self.target, self.level
-        )
+        if self.pipeline is not None:
+            return self.pipeline
+        return pipelines.preset(self.target, self.level, self.threads)
 
 
 def import_graph(model: ModelLike, input_shapes: dict | None = None) -> ModuleOp:
@@ -98,13 +99,16 @@ def compile(
     *,
     pipeline: str | None = None,
     level: str = pipelines.DEFAULT_LEVEL,
+    threads: int = 1,
     input_shapes: dict[str, Sequence[int]] | None = None,
 ) -> CompiledModel:
-    """Compiles an ONNX model (path, bytes or ModelProto) for `target`."""
+    """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
+    picks the preset's thread count (an explicit `pipeline` says it itself)."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
         level=level,
+        threads=threads,
         input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
     )
     spec = options.resolved_pipeline()
