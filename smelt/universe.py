@@ -123,6 +123,10 @@ SMELT_UNIVERSE = Universe(
         ),
         "loop-unroll": _pass("smelt.passes.loop_unroll", "LoopUnrollPass"),
         "loop-pack": _pass("smelt.passes.loop_pack", "LoopPackPass"),
+        "loop-fuse": _pass("smelt.passes.loop_fuse", "LoopFusePass"),
+        "loop-pack-constant": _pass(
+            "smelt.passes.loop_pack_constant", "LoopPackConstantPass"
+        ),
         "loop-promote": _pass("smelt.passes.loop_promote", "LoopPromotePass"),
         "loop-schedule": _pass("smelt.passes.loop_schedule", "LoopSchedulePass"),
         "convert-graph-to-loop": _pass(

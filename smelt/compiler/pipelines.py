@@ -13,7 +13,8 @@ TARGETS = ("cpu", "gpu")
 GRAPH_OPT = (
     "graph-fold-constants,graph-simplify,graph-fold-batchnorm,graph-simplify,graph-fuse"
 )
-# The same with conv / pool regions in NHWC (needs NHWC kernels in the lowering).
+# The same with conv / pool regions in NHWC: the CPU presets' graph pipeline (an
+# NHWC conv is an implicit GEMM along contiguous channels).
 GRAPH_OPT_NHWC = (
     "graph-fold-constants,graph-simplify,graph-fold-batchnorm,"
     "graph-convert-layout{layout=nhwc},graph-simplify,graph-fuse"
@@ -26,10 +27,11 @@ _LOWER = "convert-graph-to-loop,buffer-plan"
 # CPU loop scheduling: pattern kernels tiled, reordered and packed (sizes from
 # smelt/compiler/schedules.py, overridable as loop-schedule options), vectorized,
 # then register-blocked (unroll the vector columns, unroll-and-jam the rows, keep
-# the C tile in registers across k).
+# the C tile in registers across k, and across a conv's window loops).
 CPU_LOOP_OPT = (
     'loop-schedule,loop-vectorize,loop-unroll{loop="n.2"},'
-    'loop-unroll{loop="m.2" jam=true},loop-promote{loop="k.1"}'
+    'loop-unroll{loop="m.2" jam=true},loop-promote{loop="k.1"},'
+    'loop-promote{loop="k"},loop-promote{loop="kw"},loop-promote{loop="kh"}'
 )
 _LOWER_CPU_OPT = f"convert-graph-to-loop,{CPU_LOOP_OPT},buffer-plan"
 
@@ -37,8 +39,8 @@ PRESETS: dict[str, dict[str, str]] = {
     "cpu": {
         "O0": "convert-graph-to-loop",
         "O1": f"{GRAPH_OPT},{_LOWER}",
-        "O2": f"{GRAPH_OPT},{_LOWER_CPU_OPT}",
-        "O3": f"{GRAPH_OPT},{_LOWER_CPU_OPT}",
+        "O2": f"{GRAPH_OPT_NHWC},{_LOWER_CPU_OPT}",
+        "O3": f"{GRAPH_OPT_NHWC},{_LOWER_CPU_OPT}",
     },
     # The triton target: GPU block sizes are chosen by its schedule, not by passes.
     "gpu": {

@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     Float32Type,
     FloatAttr,
+    FunctionType,
     IndexType,
     IntegerAttr,
     IntegerType,
@@ -31,6 +32,7 @@ PATTERN_ATTR = "loop.pattern"
 BATCH_ROLE = "batch"
 MATMUL_PATTERN = "matmul"
 CONV_PATTERN = "conv2d"
+WINDOW_PATTERN = "window"  # a small window reduction innermost (pools, LRN)
 
 
 def tag_loops(ivs: Sequence[SSAValue], roles: Sequence[str]) -> None:
@@ -100,6 +102,16 @@ class KernelBuilder:
 
     def op(self, cls: type[Operation], *args: object, **kwargs: object) -> SSAValue:
         return self.emit(cls(*args, **kwargs))  # type: ignore[call-arg]
+
+    def drop_unused_inputs(self) -> set[int]:
+        """Removes the input arguments that nothing reads; returns their positions."""
+        unused = {i for i, arg in enumerate(self.inputs) if not arg.uses}
+        for i in sorted(unused, reverse=True):
+            self.block.erase_arg(self.inputs[i])
+        self.inputs = [a for i, a in enumerate(self.inputs) if i not in unused]
+        if unused:
+            self.func.function_type = FunctionType.from_lists(self.block.arg_types, [])
+        return unused
 
     def finish(self) -> func.FuncOp:
         self.block.add_op(func.ReturnOp())

@@ -32,6 +32,7 @@ class LoweringContext:
             zip(graph_func.body.block.args, self.input_args)
         )
         self.kernels: list[KernelBuilder] = []
+        self.calls: list[func.CallOp] = []
         self.direct_outputs: dict[SSAValue, SSAValue] = {}
         self._taken = taken_names
 
@@ -78,7 +79,9 @@ class LoweringContext:
         out_types = [_memref(v) for v in outputs]
         k = KernelBuilder(name, in_types, out_types)
         self.kernels.append(k)
-        self.emit(func.CallOp(name, [*inputs, *outputs], []))
+        call = func.CallOp(name, [*inputs, *outputs], [])
+        self.emit(call)
+        self.calls.append(call)
         return k
 
     def op_kernel(
@@ -90,7 +93,19 @@ class LoweringContext:
         return self.kernel(op.name.removeprefix("graph."), ins, outs)
 
     def finish(self, graph_func: func.FuncOp) -> list[func.FuncOp]:
-        """The kernels, then the new @main (same name and attributes)."""
+        """The kernels, then the new @main (same name and attributes). Kernel inputs
+        that a kernel never reads are dropped (a conv reads its padded or packed
+        copy instead), and so are constants that no kernel reads any more."""
+        for k, call in zip(self.kernels, self.calls):
+            unused = k.drop_unused_inputs()
+            if unused:
+                operands = [v for i, v in enumerate(call.arguments) if i not in unused]
+                new = func.CallOp(call.callee, operands, [])
+                self.block.insert_op_before(new, call)
+                self.block.erase_op(call)
+        for op in list(self.block.ops):
+            if isinstance(op, loop.ConstantOp) and not op.result.uses:
+                self.block.erase_op(op)
         self.emit(func.ReturnOp())
         arg_types = [a.type for a in self.block.args]
         main = func.FuncOp(

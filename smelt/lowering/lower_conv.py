@@ -1,4 +1,5 @@
-"""Lowerings of windowed graph ops: conv2d (through a zero-padded copy) and pools."""
+"""Lowerings of windowed graph ops: conv2d (through a zero-padded copy) and pools;
+NHWC ones in lower_conv_nhwc.py."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop
 from smelt.errors import SmeltError
+from smelt.lowering import lower_conv_nhwc
 from smelt.lowering.kernel_io import Anchor, KernelIO
 from smelt.lowering.loop_builder import Index, element_type, shape
 from smelt.lowering.loop_context import LoweringContext
@@ -30,12 +32,11 @@ def _window_attrs(
     return strides, pads, dilations
 
 
-def _check_layout(op: Operation) -> None:
+def _is_nhwc(op: Operation) -> bool:
     layout = op.attr("layout", "nchw")  # type: ignore[attr-defined]
-    if layout != "nchw":
-        raise SmeltError(
-            f"{op.name}: layout {layout!r} is not supported yet (nchw only)"
-        )
+    if layout not in ("nchw", "nhwc"):
+        raise SmeltError(f"{op.name}: layout {layout!r} is not supported (nchw, nhwc)")
+    return layout == "nhwc"
 
 
 # --- conv2d -------------------------------------------------------------------------
@@ -46,7 +47,8 @@ def prepare_conv2d(
 ) -> list[SSAValue]:
     """With `pads`, a kernel first copies the input into a zero-padded scratch
     buffer, so that the conv kernel reads in bounds without guards."""
-    _check_layout(op)
+    if _is_nhwc(op):
+        return lower_conv_nhwc.prepare_conv2d(ctx, op, operand_buffer)
     _, pads, _ = _window_attrs(op, 2)
     if not any(pads):
         return []
@@ -65,6 +67,8 @@ def prepare_conv2d(
 
 
 def emit_conv2d(io: KernelIO, op: graph.Conv2dOp) -> None:
+    if _is_nhwc(op):
+        return lower_conv_nhwc.emit_conv2d(io, op)
     a = Arith(io.k, graph.element_type_of(op.input))
     x = io.extra[0] if io.extra else io.operand_buffer(0)
     strides, _, dilations = _window_attrs(op, 2)
@@ -152,7 +156,8 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
     """Per output position, reduce the window; positions outside the input are
     skipped (index clamped, value masked with select). Average divides by the number
     of positions inside the input, or inside input + pads with count_include_pad."""
-    _check_layout(op)
+    if _is_nhwc(op):
+        return lower_conv_nhwc.emit_pool(io, op)
     is_max = isinstance(op, graph.MaxPoolOp)
     k = io.k
     a = Arith(k, graph.element_type_of(op.input))

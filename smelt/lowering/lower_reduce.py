@@ -12,7 +12,7 @@ from xdsl.ir import Operation, SSAValue
 from smelt.dialects import dtypes, graph
 from smelt.errors import SmeltError
 from smelt.lowering.kernel_io import Anchor, KernelIO
-from smelt.lowering.loop_builder import Index
+from smelt.lowering.loop_builder import WINDOW_PATTERN, Index, mark_pattern, tag_loops
 from smelt.lowering.loop_nests import broadcast_index, reduce_axes
 from smelt.lowering.scalar_ops import Arith
 
@@ -59,12 +59,12 @@ def emit_reduce(io: KernelIO, op: graph.ReduceOp) -> None:
 
 
 def emit_global_average_pool(io: KernelIO, op: graph.GlobalAveragePoolOp) -> None:
-    if op.attr("layout", "nchw") != "nchw":
-        raise SmeltError(
-            f"{op.name}: layout {op.attr('layout')!r} is not supported yet"
-        )
+    layout, rank = op.attr("layout", "nchw"), len(graph.shape_of(op.input))
+    if layout not in ("nchw", "nhwc"):
+        raise SmeltError(f"{op.name}: layout {layout!r} is not supported")
     _arith(io, op)
-    _reduce(io, op, tuple(range(2, len(graph.shape_of(op.input)))), True)
+    spatial = range(1, rank - 1) if layout == "nhwc" else range(2, rank)
+    _reduce(io, op, tuple(spatial), True)
 
 
 def emit_softmax(io: KernelIO, op: graph.SoftmaxOp) -> None:
@@ -161,9 +161,23 @@ def emit_lrn(io: KernelIO, op: graph.LrnOp) -> None:
             return [a.select(inside, a.add(acc[0], a.mul(v, v)), acc[0])]
 
         (total,) = k.reduce([size], [a.zero()], square)
+        tag_loops([total.owner.iv], ["kw"])  # type: ignore[union-attr]
         base = a.add(a.const(op.attr("bias")), a.mul(coeff, total))
-        denominator = k.op(math.PowFOp, base, a.const(op.attr("beta")))
+        denominator = _power(a, base, op.attr("beta"))
         io.write(0, a.div(io.read(0, ivs), denominator), ivs)
+    mark_pattern(k, WINDOW_PATTERN)
+
+
+def _power(a: Arith, base: SSAValue, beta: float) -> SSAValue:
+    """base ** beta, with square roots for the usual exponents (they vectorize;
+    `math.powf` becomes a libm call per element)."""
+    k = a.k
+    if beta == 1.0:
+        return base
+    if beta in (0.5, 0.75):
+        root = k.op(math.SqrtOp, base)
+        return root if beta == 0.5 else a.mul(root, k.op(math.SqrtOp, root))
+    return k.op(math.PowFOp, base, a.const(beta))
 
 
 ANCHORS: dict[type[Operation], Anchor] = {

@@ -22,8 +22,9 @@ from smelt.dialects import loop
 ROLE_ATTR = "loop.role"
 PATTERN_ATTR = "loop.pattern"
 
-INDEX_OPS = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.ConstantOp)
-"""Pure index arithmetic that may move between the loops of a band."""
+INDEX_OPS = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.ConstantOp, arith.DivUIOp)
+"""Pure index arithmetic that may move between the loops of a band (a division
+only by a positive constant, so that moving it cannot trap)."""
 
 
 def role(op: Operation) -> str | None:
@@ -69,8 +70,19 @@ def body_ops(op: loop.ForOp) -> list[Operation]:
 
 
 def is_index_op(op: Operation) -> bool:
+    if isinstance(op, arith.DivUIOp) and not _positive_constant(op.rhs):
+        return False
     return isinstance(op, INDEX_OPS) and all(
         isinstance(r.type, IndexType) for r in op.results
+    )
+
+
+def _positive_constant(value: SSAValue) -> bool:
+    owner = value.owner
+    return (
+        isinstance(owner, arith.ConstantOp)
+        and isinstance(owner.value, IntegerAttr)
+        and owner.value.value.data > 0
     )
 
 

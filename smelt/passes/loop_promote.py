@@ -128,12 +128,24 @@ def cells(op: loop.ForOp) -> list[Cell]:
         key = (_buffer(inner), tuple(inner.indices), _accessed_type(inner))
         cell = found.setdefault(key, Cell(*key))
         cell.accesses.append(inner)
+    if not found:
+        return []
     memo: dict = {}
-    everything = [o for o in op.walk() if isinstance(o, MEMORY_OPS)]
+    ranges: dict[int, tuple | None] = {}
+
+    def range_of(access: Operation):
+        if id(access) not in ranges:
+            ranges[id(access)] = byte_range(access, memo)
+        return ranges[id(access)]
+
+    roots = {_root(c.buffer) for c in found.values()}
+    everything = [
+        o for o in op.walk() if isinstance(o, MEMORY_OPS) and _root(_buffer(o)) in roots
+    ]
     good = []
     for cell in found.values():
         mine = set(map(id, cell.accesses))
-        rng = byte_range(cell.accesses[0], memo)
+        rng = range_of(cell.accesses[0])
         if rng is None or not any(_is_store(a) for a in cell.accesses):
             continue
         ok = True
@@ -142,7 +154,7 @@ def cells(op: loop.ForOp) -> list[Cell]:
                 continue
             if not _is_store(other) and not any(_is_store(a) for a in cell.accesses):
                 continue
-            theirs = byte_range(other, memo)
+            theirs = range_of(other)
             if theirs is None or theirs[0] != rng[0]:
                 ok = False
                 break

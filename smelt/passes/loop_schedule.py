@@ -1,36 +1,108 @@
 """loop-schedule: applies the CPU schedule of `smelt.compiler.schedules` to every
-kernel whose lowering marked a pattern (`loop.pattern`)."""
+kernel whose lowering marked a pattern (`loop.pattern`: matmul, conv2d, window)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
-from xdsl.dialects import func
+from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.compiler import schedules
 from smelt.dialects import loop
-from smelt.passes import loop_interchange, loop_nest, loop_pack, loop_tile
+from smelt.passes import (
+    loop_fuse,
+    loop_interchange,
+    loop_nest,
+    loop_pack,
+    loop_pack_constant,
+    loop_tile,
+    loop_unroll,
+)
 
 
-def matmul_sizes(kernel: func.FuncOp) -> tuple[int, int, int] | None:
-    """(M, N, K) of the m-k-n band of a matmul kernel."""
+def gemm_band(kernel: func.FuncOp) -> tuple[loop.ForOp, loop.ForOp, loop.ForOp] | None:
+    """The m, k and n loops of the band m k n of a matmul, or m [kh] [kw] k n of
+    an implicit-GEMM conv."""
     for op in loop_nest.loops_with_role(kernel, "k"):
-        parent = op.parent_op()
         inner = loop_nest.only_loop(op)
+        parent = op.parent_op()
+        while isinstance(parent, loop.ForOp) and loop_nest.role(parent) in ("kh", "kw"):
+            parent = parent.parent_op()
         if (
             isinstance(parent, loop.ForOp)
             and loop_nest.role(parent) == "m"
             and inner is not None
             and loop_nest.role(inner) == "n"
         ):
-            return parent.trip_count, inner.trip_count, op.trip_count
+            return parent, op, inner
     return None
 
 
-def apply_step(kernel: func.FuncOp, step: schedules.Step, max_pack_bytes: int) -> None:
+def _uses(value: SSAValue, iv: SSAValue) -> bool:
+    if value is iv:
+        return True
+    owner = value.owner
+    return isinstance(owner, Operation) and any(_uses(v, iv) for v in owner.operands)
+
+
+def stationary_operand(kernel: func.FuncOp, m: loop.ForOp, n: loop.ForOp) -> int:
+    """The kernel argument that the band's n loop loads along n and not along m
+    (the B operand of the GEMM: weights), or -1."""
+    args = kernel.body.block.args
+    for op in n.body.block.ops:
+        if (
+            isinstance(op, memref.LoadOp)
+            and op.memref in args
+            and not any(_uses(i, m.iv) for i in op.indices)
+            and any(_uses(i, n.iv) for i in op.indices)
+        ):
+            return list(args).index(op.memref)
+    return -1
+
+
+def window_size(kernel: func.FuncOp) -> int | None:
+    """Positions of the window of a window-reduction kernel: its kw loop, times
+    its kh loop when the kw loop is the only loop in it."""
+    for op in loop_nest.loops_with_role(kernel, "kw"):
+        parent = op.parent_op()
+        if isinstance(parent, loop.ForOp) and loop_nest.role(parent) == "kh":
+            return parent.trip_count * op.trip_count
+        return op.trip_count
+    return None
+
+
+def schedule(
+    module: ModuleOp, kernel: func.FuncOp, target: schedules.CpuTarget
+) -> list[schedules.Step]:
+    """The schedule steps for a kernel, by its pattern; a `pack_constant` step gets
+    the kernel argument of the GEMM's B operand."""
+    kind = loop_nest.pattern(kernel)
+    if kind == "window" and (window := window_size(kernel)) is not None:
+        return schedules.window(window, target)
+    band = gemm_band(kernel)
+    if kind not in ("matmul", "conv2d") or band is None:
+        return []
+    m, k, n = band
+    b = stationary_operand(kernel, m, n)
+    sizes = (m.trip_count, n.trip_count, k.trip_count)
+    if kind == "conv2d":
+        steps = schedules.conv2d(*sizes, target)
+    else:
+        constant = loop_pack_constant.is_constant(module, kernel, b)
+        steps = schedules.matmul(*sizes, target, constant_b=constant)
+    return [
+        replace(step, operand=b) if step.kind == "pack_constant" else step
+        for step in steps
+    ]
+
+
+def apply_step(
+    module: ModuleOp, kernel: func.FuncOp, step: schedules.Step, max_pack_bytes: int
+) -> None:
     if step.kind == "tile":
         for target in loop_nest.loops_with_role(kernel, step.role):
             loop_tile.tile(target, step.sizes)
@@ -38,6 +110,13 @@ def apply_step(kernel: func.FuncOp, step: schedules.Step, max_pack_bytes: int) -
         loop_interchange.apply_order(kernel, list(step.order))
     elif step.kind == "pack":
         loop_pack.pack_kernel(kernel, {step.role}, step.operand, max_pack_bytes)
+    elif step.kind == "fuse":
+        loop_fuse.fuse_kernel(kernel)
+    elif step.kind == "pack_constant":
+        loop_pack_constant.pack_constant(module, kernel, step.operand)
+    elif step.kind == "unroll":
+        for target in reversed(loop_nest.loops_with_role(kernel, step.role)):
+            loop_unroll.unroll(target, step.sizes[0])
     else:
         raise ValueError(f"unknown schedule step {step.kind}")
 
@@ -50,7 +129,13 @@ class LoopSchedulePass(ModulePass):
     `loop.pattern = "matmul"` (matmul, gemm, their fusions) it reads M, N, K from
     the m-k-n band and applies `schedules.matmul`: tile n by (nc, nr), k by (kc),
     m by (mc, mr), reorder into the BLIS order n.0 k.0 m.0 n.1 m.1 m.2 k.1 n.2,
-    pack B per k.0 × n.0 block and A per m.0 × k.0 block. Every size is an
+    pack B per k.0 × n.0 block and A per m.0 × k.0 block. For `"conv2d"`
+    (NHWC implicit GEMM, band m [kh] [kw] k n) it applies `schedules.conv2d`:
+    the same tiling without run-time packing, the window loops inside the
+    micro-tile when the channels fit one kc block, then the weights (a
+    constant) packed at compile time in that loop order (loop-pack-constant).
+    For `"window"` (pools, LRN) it unrolls small windows (`schedules.window`),
+    so the loop around them is innermost and vectorizes. Every size is an
     option (defaults: `schedules.CpuTarget`). Kernels without a pattern, or too
     small to vectorize, are left alone. The result computes the same sums in the
     same k order; `loop-vectorize` and `schedules.POST_VECTORIZE` then build the
@@ -81,10 +166,5 @@ class LoopSchedulePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = self.target()
         for kernel in loop_nest.kernels(op, self.kernel):
-            if loop_nest.pattern(kernel) != "matmul":
-                continue
-            sizes = matmul_sizes(kernel)
-            if sizes is None:
-                continue
-            for step in schedules.matmul(*sizes, target):
-                apply_step(kernel, step, self.max_pack_bytes)
+            for step in schedule(op, kernel, target):
+                apply_step(op, kernel, step, self.max_pack_bytes)

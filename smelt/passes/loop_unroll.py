@@ -59,20 +59,33 @@ def _chain(blocks: list[Block], dest: Block, inits: list[SSAValue]) -> list[SSAV
 
 
 def _jam_ops(seqs: list[list[Operation]], dest: Block) -> list[SSAValue]:
+    """Moves the copies' ops into `dest`, loops at the same place fused into one;
+    between loops, each copy's ops stay together (copy after copy), so a copy's
+    values die before the next copy's are made (register pressure)."""
     yielded: list[SSAValue] = []
+    pending: list[list[Operation]] = [[] for _ in seqs]
+
+    def flush() -> None:
+        for ops in pending:
+            for op in ops:
+                op.detach()
+                dest.add_op(op)
+            ops.clear()
+
     for ops in zip(*seqs):
         first = ops[0]
         if isinstance(first, loop.YieldOp):
+            flush()
             for op in ops:
                 yielded += list(op.values)
                 op.detach()
                 loop_nest.remove(op)
             continue
         if not isinstance(first, loop.ForOp):
-            for op in ops:
-                op.detach()
-                dest.add_op(op)
+            for copy, op in zip(pending, ops):
+                copy.append(op)
             continue
+        flush()
         inits = [v for op in ops for v in op.iter_inits]
         fused = loop.ForOp(
             first.lb.data, first.ub.data, first.step.data, first.kind.data, inits
@@ -97,6 +110,7 @@ def _jam_ops(seqs: list[list[Operation]], dest: Block) -> list[SSAValue]:
             results = results[n:]
             op.detach()
             loop_nest.remove(op)
+    flush()
     return yielded
 
 

@@ -43,6 +43,8 @@ def np_type(t: Attribute):
 
 
 def _unsigned(v):
+    if isinstance(v, int):  # index: a 64-bit word
+        return v % (1 << 64)
     return v if isinstance(v, np.bool_) else v.view(_UINTS[v.dtype.itemsize * 8])
 
 

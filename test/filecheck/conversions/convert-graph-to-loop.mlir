@@ -1,5 +1,4 @@
 // RUN: sed '/^\/\/ ERROR-CASES$/,$d' %s | smelt-opt -p convert-graph-to-loop | filecheck %s
-// RUN: sed -n '/^\/\/ ERROR-NHWC$/,/^\/\/ END$/p' %s | not smelt-opt -p convert-graph-to-loop 2>&1 | filecheck %s --check-prefix=NHWC
 // RUN: sed -n '/^\/\/ ERROR-INT-SIGMOID$/,/^\/\/ END$/p' %s | not smelt-opt -p convert-graph-to-loop 2>&1 | filecheck %s --check-prefix=SIGMOID
 // RUN: sed -n '/^\/\/ ERROR-TWO-ANCHORS$/,/^\/\/ END$/p' %s | not smelt-opt -p convert-graph-to-loop 2>&1 | filecheck %s --check-prefix=ANCHORS
 
@@ -68,6 +67,64 @@ func.func @conv_padded(%x: tensor<1x2x4x4xf32>) -> tensor<1x3x4x4xf32> {
   %b = graph.constant dense<[0.0, 1.0, 2.0]> : tensor<3xf32>
   %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nchw", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<3x2x3x3xf32>, tensor<3xf32>) -> tensor<1x3x4x4xf32>
   func.return %y : tensor<1x3x4x4xf32>
+}
+
+// NHWC conv: an implicit GEMM with the weights packed [kh, kw, ic, o] at compile
+// time (a new constant; the OHWI one is gone); fill with the bias, then the band
+// batch, m (flattened output pixels, oh = m / OW), k, n accumulating in the output.
+// CHECK-LABEL: func.func @conv2d_1(%{{.*}}: memref<1x4x4x2xf32>, %{{.*}}: memref<3xf32>, %{{.*}}: memref<1x1x2x3xf32>, %{{.*}}: memref<1x4x4x3xf32>) attributes {loop.kernel, loop.pattern = "conv2d"} {
+// CHECK:         } {loop.role = "n"}
+// CHECK:         loop.for %{{.*}} = 0 to 1 step 1 parallel {
+// CHECK-NEXT:      loop.for %[[M:.*]] = 0 to 16 step 1 parallel {
+// CHECK-NEXT:        loop.for %[[K:.*]] = 0 to 2 step 1 reduction {
+// CHECK-NEXT:          loop.for %[[N:.*]] = 0 to 3 step 1 parallel {
+// CHECK-NEXT:            %[[OH:.*]] = arith.divui %[[M]], %{{.*}} : index
+// CHECK:                 %[[X:.*]] = memref.load %{{.*}}[%{{.*}}, %[[OH]], %{{.*}}, %[[K]]] : memref<1x4x4x2xf32>
+// CHECK-NEXT:            %[[W:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}, %[[K]], %[[N]]] : memref<1x1x2x3xf32>
+// CHECK-NEXT:            arith.mulf %[[X]], %[[W]] : f32
+// CHECK:               } {loop.role = "n"}
+// CHECK-NEXT:          loop.yield
+// CHECK-NEXT:        } {loop.role = "k"}
+// CHECK-NEXT:        loop.yield
+// CHECK-NEXT:      } {loop.role = "m"}
+// CHECK-LABEL: func.func @conv_nhwc(
+// CHECK-NOT:     tensor<3x1x1x2xf32>
+// CHECK:         loop.constant dense<{{\[\[\[\[}}1.000000e+00, 3.000000e+00, 5.000000e+00], [2.000000e+00, 4.000000e+00, 6.000000e+00]]]]> : tensor<1x1x2x3xf32>
+// CHECK-NEXT:    func.call @conv2d_1(
+func.func @conv_nhwc(%x: tensor<1x4x4x2xf32>) -> tensor<1x4x4x3xf32> {
+  %w = graph.constant dense<[[[[1.0, 2.0]]], [[[3.0, 4.0]]], [[[5.0, 6.0]]]]> : tensor<3x1x1x2xf32>
+  %b = graph.constant dense<[0.0, 1.0, 2.0]> : tensor<3xf32>
+  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x2xf32>, tensor<3x1x1x2xf32>, tensor<3xf32>) -> tensor<1x4x4x3xf32>
+  func.return %y : tensor<1x4x4x3xf32>
+}
+
+// NHWC depthwise conv (weights [kh, kw, c], channels innermost, after a padding
+// copy whose kernel is the only reader of the unpadded input) and max pool (window
+// loops kh, kw innermost, for loop-schedule to unroll).
+// CHECK-LABEL: func.func @conv2d_2(%{{.*}}: memref<2xf32>, %{{.*}}: memref<1x6x6x2xf32>, %{{.*}}: memref<3x3x2xf32>, %{{.*}}: memref<1x4x4x2xf32>) attributes {loop.kernel} {
+// CHECK:           loop.for %[[KH:.*]] = 0 to 3 step 1 reduction {
+// CHECK-NEXT:        loop.for %[[KW:.*]] = 0 to 3 step 1 reduction {
+// CHECK-NEXT:          loop.for %[[C:.*]] = 0 to 2 step 1 parallel {
+// CHECK:                 memref.load %{{.*}}[%[[KH]], %[[KW]], %[[C]]] : memref<3x3x2xf32>
+// CHECK-LABEL: func.func @max_pool_0(
+// CHECK-SAME:      attributes {loop.kernel, loop.pattern = "window"}
+// CHECK:               loop.for %{{.*}} = 0 to 2 step 1 reduction iter_args
+// CHECK-NEXT:            loop.for %{{.*}} = 0 to 2 step 1 reduction iter_args
+// CHECK:                   arith.maximumf
+// CHECK:                 } {loop.role = "kw"}
+// CHECK:               } {loop.role = "kh"}
+// CHECK:             } {loop.role = "c"}
+// CHECK-LABEL: func.func @depthwise_pool_nhwc(
+// CHECK:         %[[P:.*]] = loop.alloc : memref<1x6x6x2xf32>
+// CHECK-NEXT:    func.call @conv2d_pad_1(%{{.*}}, %[[P]])
+// CHECK-NEXT:    %[[W:.*]] = loop.constant dense_resource<__elided__> -> memref<3x3x2xf32>
+// CHECK-NEXT:    func.call @conv2d_2(%{{.*}}, %[[P]], %[[W]], %{{.*}})
+func.func @depthwise_pool_nhwc(%x: tensor<1x4x4x2xf32>) -> tensor<1x2x2x2xf32> {
+  %w = graph.constant dense<1.0> : tensor<2x3x3x1xf32>
+  %b = graph.constant dense<0.0> : tensor<2xf32>
+  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 2 : i64, layout = "nhwc", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x4x4x2xf32>, tensor<2x3x3x1xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %p = graph.max_pool %y {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, layout = "nhwc", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x4x4x2xf32>) -> tensor<1x2x2x2xf32>
+  func.return %p : tensor<1x2x2x2xf32>
 }
 
 // matmul: a zero fill nest, then the (i, k, j) band accumulating in the output,
@@ -155,14 +212,6 @@ func.func @fused(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 }
 
 // ERROR-CASES
-
-// ERROR-NHWC
-// NHWC: smelt-opt: error: graph.conv2d: layout 'nhwc' is not supported yet (nchw only)
-func.func @nhwc(%x: tensor<1x4x4x2xf32>, %w: tensor<3x1x1x2xf32>, %b: tensor<3xf32>) -> tensor<1x4x4x3xf32> {
-  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x2xf32>, tensor<3x1x1x2xf32>, tensor<3xf32>) -> tensor<1x4x4x3xf32>
-  func.return %y : tensor<1x4x4x3xf32>
-}
-// END
 
 // ERROR-INT-SIGMOID
 // SIGMOID: smelt-opt: error: graph.sigmoid on i32 is not supported: it needs a float tensor

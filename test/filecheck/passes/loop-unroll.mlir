@@ -40,11 +40,14 @@ func.func @factor(%a: memref<5xf32>) attributes {loop.kernel} {
 }
 
 // Unroll-and-jam: the copies of the inner reduction become one loop carrying
-// both accumulators (register blocking).
+// both accumulators (register blocking); inside it each copy's ops stay together
+// (one copy's values die before the next copy's are made).
 // JAM-LABEL: func.func @jam(
 // JAM:         %[[R0:.*]], %[[R1:.*]] = loop.for %{{.*}} = 0 to 4 step 1 reduction iter_args(%[[A0:.*]] = %{{.*}}, %[[A1:.*]] = %{{.*}}) -> (f32, f32) {
-// JAM:           %[[S0:.*]] = arith.addf %[[A0]], %{{.*}} : f32
-// JAM-NEXT:      %[[S1:.*]] = arith.addf %[[A1]], %{{.*}} : f32
+// JAM-NEXT:      %[[X0:.*]] = memref.load
+// JAM-NEXT:      %[[S0:.*]] = arith.addf %[[A0]], %[[X0]] : f32
+// JAM-NEXT:      %[[X1:.*]] = memref.load
+// JAM-NEXT:      %[[S1:.*]] = arith.addf %[[A1]], %[[X1]] : f32
 // JAM-NEXT:      loop.yield %[[S0]], %[[S1]] : f32, f32
 // JAM:         memref.store %[[R0]]
 // JAM-NEXT:    memref.store %[[R1]]

@@ -1,0 +1,244 @@
+"""loop-pack-constant: lays a constant kernel operand out at compile time in the order
+the kernel's loops read it (pre-packed weights)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FunctionType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from smelt.dialects import graph, loop
+from smelt.passes import loop_nest
+from smelt.passes.loop_pack import Refused
+
+
+def _grid(value: SSAValue, axes: dict[SSAValue, np.ndarray]) -> np.ndarray | int:
+    """`value` evaluated over the grid of loop iterations (`axes`: the values each
+    used induction variable takes, broadcastable)."""
+    if value in axes:
+        return axes[value]
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    ops = {
+        arith.AddiOp: np.add,
+        arith.SubiOp: np.subtract,
+        arith.MuliOp: np.multiply,
+        arith.DivUIOp: np.floor_divide,
+    }
+    for cls, fn in ops.items():
+        if isinstance(owner, cls):
+            return fn(_grid(owner.lhs, axes), _grid(owner.rhs, axes))
+    raise Refused(f"index computed by {getattr(owner, 'name', 'a block argument')}")
+
+
+def _used_ivs(value: SSAValue, found: set[SSAValue]) -> None:
+    if isinstance(value, BlockArgument):
+        parent = value.owner.parent_op()
+        if isinstance(parent, loop.ForOp) and value.index == 0:
+            found.add(value)
+            return
+        raise Refused("index uses an iter_arg or an argument")
+    for operand in value.owner.operands:
+        _used_ivs(operand, found)
+
+
+@dataclass
+class Layout:
+    """One load's view of the packed constant: the loops its indices use (outermost
+    first) and, per point of their iteration grid, the source element."""
+
+    load: memref.LoadOp
+    loops: list[loop.ForOp]
+    source: np.ndarray  # flat source positions, in the loops' nesting order
+
+
+def layout(load: memref.LoadOp, shape: tuple[int, ...]) -> Layout:
+    """Where each element `load` reads comes from, in loop order."""
+    ivs: set[SSAValue] = set()
+    for index in load.indices:
+        _used_ivs(index, ivs)
+    loops = [p for p in reversed(list(loop_nest.ancestors(load))) if p.iv in ivs]
+    axes = {}
+    for axis, p in enumerate(loops):
+        values = np.arange(p.lb.data, p.ub.data, p.step.data, dtype=np.int64)
+        view = [1] * len(loops)
+        view[axis] = -1
+        axes[p.iv] = values.reshape(view)
+    grid = [p.trip_count for p in loops]
+    index = [np.broadcast_to(_grid(i, axes), grid) for i in load.indices]
+    for i, size in zip(index, shape):
+        if i.size and (i.min() < 0 or i.max() >= size):
+            raise Refused("an index leaves the operand")
+    flat = np.ravel_multi_index(tuple(index), shape) if shape else np.zeros(grid, int)
+    return Layout(load, loops, np.asarray(flat, dtype=np.int64).reshape(-1))
+
+
+def _callers(module: ModuleOp, kernel: func.FuncOp) -> list[func.CallOp]:
+    name = kernel.sym_name.data
+    return [
+        op
+        for f in module.ops
+        if isinstance(f, func.FuncOp) and not loop.is_kernel(f)
+        for op in f.walk()
+        if isinstance(op, func.CallOp) and op.callee.string_value() == name
+    ]
+
+
+def _constant(
+    module: ModuleOp, kernel: func.FuncOp, operand: int
+) -> tuple[func.CallOp, loop.ConstantOp] | None:
+    """The one call of `kernel` and the `loop.constant` it passes as `operand`."""
+    callers = _callers(module, kernel)
+    if not 0 <= operand < len(kernel.body.block.args) or len(callers) != 1:
+        return None
+    source = callers[0].arguments[operand].owner
+    if not isinstance(source, loop.ConstantOp):
+        return None
+    return callers[0], source
+
+
+def is_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
+    """Whether argument `operand` of `kernel` is a constant of @main."""
+    return _constant(module, kernel, operand) is not None
+
+
+def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
+    """Replaces kernel argument `operand`, a `loop.constant` in its one caller, by a
+    1-D constant holding, for each distinct load of it, the elements that load
+    reads in the order its loops visit them; each load then reads its part with
+    unit stride along its innermost loop. Returns whether it did."""
+    found = _constant(module, kernel, operand)
+    if found is None:
+        return False
+    call, source = found
+    arg = kernel.body.block.args[operand]
+    if not isinstance(arg.type, MemRefType):
+        return False
+    if not arg.uses or not all(
+        isinstance(u.operation, memref.LoadOp) for u in arg.uses
+    ):
+        return False  # stored to, or passed on: keep it
+    users = [
+        o for o in kernel.walk() if isinstance(o, memref.LoadOp) and o.memref is arg
+    ]
+    shape = tuple(arg.type.get_shape())
+    try:
+        layouts = [layout(u, shape) for u in users]  # type: ignore[arg-type]
+    except Refused:
+        return False
+    data = graph.dense_to_array(source.value).reshape(-1)
+    parts: dict[bytes, int] = {}
+    chunks: list[np.ndarray] = []
+    offsets = []
+    total = 0
+    for lay in layouts:
+        key = lay.source.tobytes()
+        if key not in parts:
+            parts[key] = total
+            chunks.append(data[lay.source])
+            total += lay.source.size
+        offsets.append(parts[key])
+    packed = np.concatenate(chunks) if chunks else data[:0]
+    new_type = MemRefType(arg.type.element_type, [max(total, 1)])
+    tensor = TensorType(source.value.get_element_type(), [packed.size])
+    value = graph.ConstantOp.from_array(packed).value
+    value = DenseIntOrFPElementsAttr(tensor, value.data)
+    new_const = loop.ConstantOp(value, new_type)
+    block = kernel.body.block
+    new_arg = block.insert_arg(new_type, operand)
+    for lay, offset in zip(layouts, offsets):
+        _reload(lay, new_arg, offset)
+    block.erase_arg(arg)
+    kernel.function_type = FunctionType.from_lists(block.arg_types, [])
+    call_block = call.parent_block()
+    assert call_block is not None
+    call_block.insert_op_before(new_const, call)
+    operands = list(call.arguments)
+    operands[operand] = new_const.result
+    call.operands = operands
+    if not source.result.uses:
+        call_block.erase_op(source)
+    return True
+
+
+def _position(lay: Layout, offset: int, before: Operation) -> SSAValue:
+    """offset + Σ ((iv - lb) / step) · (iterations of the inner loops), as index
+    arithmetic before `before`."""
+    block = before.parent_block()
+    assert block is not None
+
+    def add(op: Operation) -> SSAValue:
+        block.insert_op_before(op, before)
+        return op.results[0]
+
+    def const(value: int) -> SSAValue:
+        return add(loop_nest.index_constant(value))
+
+    trips = [p.trip_count for p in lay.loops]
+    total: SSAValue | None = None
+    for i, p in enumerate(lay.loops):
+        inner, step, lb = math.prod(trips[i + 1 :]), p.step.data, p.lb.data
+        term = p.iv
+        if lb:
+            term = add(arith.SubiOp(term, const(lb)))
+        if step != 1 and inner % step:
+            term = add(arith.DivUIOp(term, const(step)))
+            step = 1
+        if inner // step != 1:
+            term = add(arith.MuliOp(term, const(inner // step)))
+        total = term if total is None else add(arith.AddiOp(total, term))
+    if total is None:
+        return const(offset)
+    return add(arith.AddiOp(total, const(offset))) if offset else total
+
+
+def _reload(lay: Layout, packed: SSAValue, offset: int) -> None:
+    load = lay.load
+    new = memref.LoadOp.get(packed, [_position(lay, offset, load)])
+    new.results[0].name_hint = load.results[0].name_hint
+    load.parent_block().insert_op_before(new, load)  # type: ignore[union-attr]
+    load.results[0].replace_all_uses_with(new.results[0])
+    loop_nest.remove(load)
+
+
+@dataclass(frozen=True)
+class LoopPackConstantPass(ModulePass):
+    """Packs kernel argument `operand` at compile time when it is a constant.
+
+    Expects a loop-level module whose @main calls each matching kernel once and
+    passes a `loop.constant` as argument `operand`, which the kernel only loads
+    from, at indices that are index arithmetic (add, sub, mul, division by a
+    constant) over induction variables. Each load reads instead a new 1-D
+    constant: the elements it reads, in the nesting order of the loops its
+    indices use (the order `loop-pack` gives a scratch, so the innermost loop
+    walks it with unit stride); loads with the same pattern share one part.
+    The original constant goes when nothing else uses it. The loaded values are
+    the same, so the result is exact. Anything else is left alone.
+
+        loop.for %j0 {"n.1"} { loop.for %k { loop.for %j1 {
+          %b = memref.load %B[%k, %j0 + %j1] } } }        (B: loop.constant KxN)
+      → %b = memref.load %P[%j0·K + %k·16 + %j1]           (P: the packed constant)
+    """
+
+    name = "loop-pack-constant"
+
+    operand: int
+    kernel: str = "*"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in loop_nest.kernels(op, self.kernel):
+            pack_constant(op, kernel, self.operand)

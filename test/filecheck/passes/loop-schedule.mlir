@@ -1,0 +1,77 @@
+// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule' %s | filecheck %s
+// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule{mr=2 nr=8 kc=2 mc=4 nc=8}' %s | filecheck %s --check-prefix=SMALL
+
+// NHWC conv whose input channels fit one kc block: n and m tiled, the window and
+// channel loops inside the mr x nr micro-tile, the weights packed at compile time
+// in that order (a 1-D constant read at a linear index).
+// CHECK-LABEL: func.func @conv2d_0(
+// CHECK-SAME:      memref<576xf32>
+// CHECK:         loop.for %{{.*}} = 0 to 8 step 4 parallel {
+// CHECK:                 memref.load %{{.*}}[%{{.*}}] : memref<576xf32>
+// CHECK:               } {loop.role = "n.2"}
+// CHECK-NEXT:          loop.yield
+// CHECK-NEXT:        } {loop.role = "k"}
+// CHECK-NEXT:        loop.yield
+// CHECK-NEXT:      } {loop.role = "kw"}
+// CHECK-NEXT:      loop.yield
+// CHECK-NEXT:    } {loop.role = "kh"}
+// CHECK-NEXT:    loop.yield
+// CHECK-NEXT:  } {loop.role = "m.2"}
+// CHECK-NEXT:  loop.yield
+// CHECK-NEXT: } {loop.role = "m.1"}
+// CHECK-LABEL: func.func @conv(
+// CHECK-NOT:     memref<16x3x3x4xf32>
+// CHECK:         loop.constant dense_resource<__elided__> -> memref<576xf32>
+
+// With more channels than kc, the window loops and the channel blocks stay
+// outside the micro-tile (the reduction keeps its order).
+// SMALL-LABEL: func.func @conv2d_0(
+// SMALL:         loop.for %{{.*}} = 0 to 3 step 1 reduction {
+// SMALL-NEXT:      loop.for %{{.*}} = 0 to 3 step 1 reduction {
+// SMALL-NEXT:        loop.for %{{.*}} = 0 to 4 step 2 reduction {
+// SMALL-NEXT:          loop.for %{{.*}} = 0 to 8 step 8 parallel {
+// SMALL-NEXT:            loop.for %{{.*}} = 0 to 4 step 2 parallel {
+// SMALL-NEXT:              loop.for %{{.*}} = 0 to 2 step 1 parallel {
+// SMALL-NEXT:                loop.for %{{.*}} = 0 to 2 step 1 reduction {
+// SMALL-NEXT:                  loop.for %{{.*}} = 0 to 8 step 1 parallel {
+// SMALL:                    } {loop.role = "n.2"}
+// SMALL:                  } {loop.role = "k.1"}
+// SMALL:                } {loop.role = "m.2"}
+// SMALL:              } {loop.role = "m.1"}
+// SMALL:            } {loop.role = "n.1"}
+// SMALL:          } {loop.role = "k.0"}
+// SMALL:        } {loop.role = "kw"}
+// SMALL:      } {loop.role = "kh"}
+// SMALL:    } {loop.role = "n.0"}
+// SMALL:  } {loop.role = "m.0"}
+func.func @conv(%x: tensor<1x3x3x4xf32>) -> tensor<1x3x3x16xf32> {
+  %w = graph.constant dense<0.5> : tensor<16x3x3x4xf32>
+  %b = graph.constant dense<1.0> : tensor<16xf32>
+  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x3x4xf32>, tensor<16x3x3x4xf32>, tensor<16xf32>) -> tensor<1x3x3x16xf32>
+  func.return %y : tensor<1x3x3x16xf32>
+}
+
+// A pool's small window is unrolled: the channel loop is innermost.
+// CHECK-LABEL: func.func @max_pool_0(
+// CHECK-NOT:     loop.role = "kw"
+// CHECK:         loop.for %{{.*}} = 0 to 8 step 1 parallel {
+// CHECK-COUNT-4:   arith.maximumf
+// CHECK:         } {loop.role = "c"}
+func.func @pool(%x: tensor<1x4x4x8xf32>) -> tensor<1x2x2x8xf32> {
+  %p = graph.max_pool %x {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, layout = "nhwc", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x4x4x8xf32>) -> tensor<1x2x2x8xf32>
+  func.return %p : tensor<1x2x2x8xf32>
+}
+
+// Guard: fewer output channels than vector lanes: the band is left alone.
+// CHECK-LABEL: func.func @conv2d_1(
+// CHECK:         } {loop.role = "batch"}
+// CHECK:         loop.for %{{.*}} = 0 to 9 step 1 parallel {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 4 step 1 reduction {
+// CHECK-NEXT:        loop.for %{{.*}} = 0 to 4 step 1 parallel {
+// CHECK:               memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<1x1x4x4xf32>
+func.func @narrow(%x: tensor<1x3x3x4xf32>) -> tensor<1x3x3x4xf32> {
+  %w = graph.constant dense<0.5> : tensor<4x1x1x4xf32>
+  %b = graph.constant dense<1.0> : tensor<4xf32>
+  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x3x4xf32>, tensor<4x1x1x4xf32>, tensor<4xf32>) -> tensor<1x3x3x4xf32>
+  func.return %y : tensor<1x3x3x4xf32>
+}
