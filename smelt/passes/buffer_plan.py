@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -126,10 +127,21 @@ def place(buffers: list[Buffer], order, pairs: dict[int, Buffer]) -> int:
     return max((b.offset + b.size for b in placed), default=0)
 
 
-def plan(buffers: list[Buffer], pairs: dict[int, Buffer] | None = None) -> int:
-    """Best-fit placement tried in each of ORDERS; keeps the smallest arena."""
+def _shuffled(seed: int):
+    """Biggest first, equal sizes in a seeded random order (deterministic)."""
+    rng = random.Random(seed)
+    ranks: dict[int, float] = {}
+    return lambda b: (-b.size, ranks.setdefault(id(b), rng.random()))
+
+
+def plan(
+    buffers: list[Buffer], pairs: dict[int, Buffer] | None = None, tries: int = 16
+) -> int:
+    """Best-fit placement tried in each of ORDERS and `tries` seeded shuffles of
+    equal-size buffers; keeps the smallest arena."""
     pairs = pairs or {}
-    best_order = min(ORDERS.values(), key=lambda order: place(buffers, order, pairs))
+    orders = [*ORDERS.values(), *(_shuffled(seed) for seed in range(tries))]
+    best_order = min(orders, key=lambda order: place(buffers, order, pairs))
     return place(buffers, best_order, pairs)
 
 
