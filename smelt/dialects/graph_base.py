@@ -153,30 +153,39 @@ class GraphOp(IRDLOperation):
             )
 
     def print(self, printer: Printer) -> None:
-        if self.operands:
-            printer.print_string(" ")
-            printer.print_list(self.operands, printer.print_operand)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_function_type(
-            [o.type for o in self.operands], [r.type for r in self.results]
-        )
+        print_signature(printer, self)
 
     @classmethod
     def parse(cls, parser: Parser) -> GraphOp:
-        unresolved = (
-            parser.parse_optional_undelimited_comma_separated_list(
-                parser.parse_optional_unresolved_operand,
-                parser.parse_unresolved_operand,
-            )
-            or []
-        )
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        ftype = parser.parse_function_type()
-        operands = parser.resolve_operands(unresolved, ftype.inputs.data, parser.pos)
+        operands, result_types, attributes = parse_signature(parser)
         return cls.create(
-            operands=operands,
-            result_types=list(ftype.outputs.data),
-            attributes=attributes,
+            operands=operands, result_types=result_types, attributes=attributes
         )
+
+
+def print_signature(printer: Printer, op: IRDLOperation) -> None:
+    """` %a, %b {attrs} : (types) -> types`, the syntax every graph op shares."""
+    if op.operands:
+        printer.print_string(" ")
+        printer.print_list(op.operands, printer.print_operand)
+    printer.print_op_attributes(op.attributes)
+    printer.print_string(" : ")
+    printer.print_function_type(
+        [o.type for o in op.operands], [r.type for r in op.results]
+    )
+
+
+def parse_signature(parser: Parser) -> tuple[list[SSAValue], list[Attribute], dict]:
+    """Operands, result types and attributes written as print_signature writes them."""
+    unresolved = (
+        parser.parse_optional_undelimited_comma_separated_list(
+            parser.parse_optional_unresolved_operand,
+            parser.parse_unresolved_operand,
+        )
+        or []
+    )
+    attributes = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    ftype = parser.parse_function_type()
+    operands = parser.resolve_operands(unresolved, ftype.inputs.data, parser.pos)
+    return operands, list(ftype.outputs.data), attributes

@@ -69,33 +69,16 @@ class FusedOp(IRDLOperation):
             )
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_list(self.inputs, printer.print_operand)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_function_type(
-            [o.type for o in self.inputs], [r.type for r in self.outputs]
-        )
+        print_signature(printer, self)
         printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=True)
 
     @classmethod
     def parse(cls, parser: Parser) -> FusedOp:
-        unresolved = (
-            parser.parse_optional_undelimited_comma_separated_list(
-                parser.parse_optional_unresolved_operand,
-                parser.parse_unresolved_operand,
-            )
-            or []
-        )
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        ftype = parser.parse_function_type()
-        operands = parser.resolve_operands(unresolved, ftype.inputs.data, parser.pos)
-        body = parser.parse_region()
+        operands, result_types, attributes = parse_signature(parser)
         return cls.create(
             operands=operands,
-            result_types=list(ftype.outputs.data),
+            result_types=result_types,
             attributes=attributes,
-            regions=[body],
+            regions=[parser.parse_region()],
         )
