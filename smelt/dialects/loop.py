@@ -30,12 +30,12 @@ from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
+    operand_def,
     opt_prop_def,
     prop_def,
     region_def,
     result_def,
     traits_def,
-    operand_def,
     var_operand_def,
     var_result_def,
 )
