@@ -18,6 +18,8 @@ class CpuTarget:
     mc: int = 120  # rows of A packed per block (L2)
     nc: int = 512  # columns of B packed per block (L2/L3)
     min_pack_reuse: int = 2  # pack an operand only if its tile is reused this often
+    unroll_k: int = 4  # a conv's channel loop this short is unrolled (RGB input)
+    min_blocks: int = 4  # outer m × n blocks (for threads): smaller blocks if fewer
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class Step:
 MATMUL_ORDER = ("n.0", "k.0", "m.0", "n.1", "m.1", "m.2", "k.1", "n.2")
 """Goto/BLIS loop order: B block (k.0 × n.0) packed once, A block (m.0 × k.0)
 packed per row block, the mr × nr micro-tile accumulated over k.1 in registers."""
+
+MATMUL_ORDER_CONSTANT_B = ("m.0", "n.0", "k.0", "n.1", "m.1", "m.2", "k.1", "n.2")
+"""With B packed at compile time nothing is repacked per block, so the C block
+(m.0 × n.0) stays put across k.0 and both block loops are outside the reduction
+(parallel blocks for threads); A is packed per (m.0, n.0, k.0) block."""
 
 CONV_ORDER = ("g", "m.0", "n.0", "n.1", "m.1", "m.2", "kh", "kw", "k", "n.2")
 """Implicit-GEMM conv whose input channels fit one reduction block (k not tiled):
@@ -74,29 +81,56 @@ def matmul(
     nr = t.nr if n >= t.nr else max(t.width, n // t.width * t.width)
     if n < t.width:
         return []  # nothing to vectorize along n: keep the plain band
-    nc, kc, mc = _fit(t.nc, n, nr), min(t.kc, k), _fit(t.mc, m, mr)
+    nc, kc, mc = _block(n, t.nc, nr), min(t.kc, k), _block(m, t.mc, mr)
+    if constant_b:
+        mc, nc = _parallel(m, n, mc, nc, mr, nr, t.min_blocks)
+    else:  # only the n.0 blocks are outside the reduction
+        nc = _parallel(1, n, 1, nc, 1, nr, t.min_blocks)[1]
+    order = MATMUL_ORDER_CONSTANT_B if constant_b else MATMUL_ORDER
     steps = [
         Step("tile", "n", (nc, nr)),
         Step("tile", "k", (kc,)),
         Step("tile", "m", (mc, mr)),
-        Step("interchange", order=MATMUL_ORDER),
+        Step("interchange", order=order),
         Step("fuse"),
     ]
     if not constant_b and m >= t.min_pack_reuse * mr:
         steps.append(Step("pack", "k.0", operand=1))
     if n >= t.min_pack_reuse * nr:
-        steps.append(Step("pack", "m.0", operand=0))
+        steps.append(Step("pack", "k.0" if constant_b else "m.0", operand=0))
     if constant_b:
         steps.append(Step("pack_constant"))
     return steps
 
 
-def _blocks(size: int, block: int, multiple: int) -> int:
-    """A block size near `block` that splits `size` into equal blocks (a multiple
-    of `multiple`), so no small remainder block is left."""
-    count = max(1, -(-size // block))
-    even = -(-size // count)
-    return max(multiple, -(-even // multiple) * multiple)
+def _block(size: int, block: int, unit: int, count: int = 0) -> int:
+    """A block of whole units near `block` (or making `count` blocks): the size
+    is split into equal blocks and a tail of fewer units than blocks, so no big
+    remainder block is left (it would run apart from the others, serially)."""
+    units = max(1, size // unit)
+    count = count or -(-units // max(1, block // unit))
+    return max(1, units // max(1, count)) * unit
+
+
+def _parallel(
+    m: int, n: int, mc: int, nc: int, mr: int, nr: int, want: int
+) -> tuple[int, int]:
+    """(mc, nc) made smaller until M and N split into `want` blocks (for
+    threads): more blocks along n while they keep 128 columns, then along m while
+    they keep 4 micro-tiles, then along either down to one micro-tile."""
+
+    def count(size: int, block: int) -> int:
+        return -(-size // block)
+
+    for n_floor, m_floor in ((128, 4 * mr), (nr, mr)):
+        while count(m, mc) * count(n, nc) < want:
+            if nc > max(n_floor, nr):
+                nc = _block(n, nc, nr, count(n, nc) + 1)
+            elif mc > m_floor:
+                mc = _block(m, mc, mr, count(m, mc) + 1)
+            else:
+                break
+    return mc, nc
 
 
 def conv2d(m: int, n: int, k: int, t: CpuTarget) -> list[Step]:
@@ -108,14 +142,19 @@ def conv2d(m: int, n: int, k: int, t: CpuTarget) -> list[Step]:
         return []
     mr = min(t.mr, m)
     nr = t.nr if n >= t.nr else max(t.width, n // t.width * t.width)
-    nc, mc = _fit(t.nc, n, nr), _blocks(m, t.mc, mr)
+    nc, mc = _block(n, t.nc, nr), _block(m, t.mc, mr)
+    if k > t.kc:  # only the m.0, n.0 blocks are outside the reduction
+        mc, nc = _parallel(m, n, mc, nc, mr, nr, t.min_blocks)
     steps = [Step("tile", "n", (nc, nr)), Step("tile", "m", (mc, mr))]
     if k <= t.kc:
         steps.append(Step("interchange", order=CONV_ORDER))
     else:
-        steps.append(Step("tile", "k", (_blocks(k, t.kc, 1),)))
+        steps.append(Step("tile", "k", (_block(k, t.kc, 1),)))
         steps.append(Step("interchange", order=CONV_ORDER_BLOCKED))
-    return [*steps, Step("fuse"), Step("pack_constant")]
+    steps += [Step("fuse"), Step("pack_constant")]
+    if k <= t.unroll_k:
+        steps.append(Step("unroll", "k", (0,)))
+    return steps
 
 
 def window(size: int, t: CpuTarget) -> list[Step]:

@@ -263,8 +263,8 @@ def fuse(a: loop.ForOp, b: loop.ForOp, nests: Nests | None = None) -> bool:
         return False
     while chain_a and not _tiles_apart(xs, ys, chain_a, chain_b):
         chain_a, chain_b = chain_a[:-1], chain_b[:-1]
-    if not chain_a:
-        return False
+    if all(p.trip_count == 1 for p in chain_a):
+        return False  # no tile to share: fusing would only glue nests together
     loop_nest.sink_index_ops(chain_b)
     for p, q in zip(chain_a, chain_b):
         q.iv.replace_all_uses_with(p.iv)
@@ -315,16 +315,18 @@ def fuse_kernel(kernel: func.FuncOp) -> int:
 class LoopFusePass(ModulePass):
     """Fuses sibling loop nests of kernels matching `kernel`.
 
-    Expects loop-level kernels. A top-level nest B joins an earlier nest A at the
+    Expects loop-level kernels. A nest B joins an earlier sibling nest A at the
     deepest level d where the outer d loops of both have the same bounds, step
     and role, are parallel without iter_args and nest perfectly, and the fusion
     keeps every dependence: for each buffer that one nest stores to and the other
     touches, all accesses have affine byte offsets with the same coefficients on
     the d loops, and those loops select disjoint byte ranges (mixed-radix digits
     above the span of the inner loops). Nests between A and B must touch bytes
-    apart from B's. B's body then runs in A's innermost fused loop after A's
-    body. Each element gets the same values in the same order per element, so the
-    result is exact.
+    apart from B's. Loops of one trip alone are not worth fusing (they would glue
+    a tile nest to its remainder nest, out of reach of loop-parallelize). B's
+    body then runs in A's innermost fused loop after A's body; then nests side
+    by side in the fused loops fuse the same way. Each element gets the same
+    values in the same order per element, so the result is exact.
 
         loop.for %i {"m"} { fill(%i) }   loop.for %i {"m"} { band(%i) }
       → loop.for %i {"m"} { fill(%i)  band(%i) }

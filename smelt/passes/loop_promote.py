@@ -118,6 +118,7 @@ def cells(op: loop.ForOp) -> list[Cell]:
     accessed only directly in the body, at indices fixed while the loop runs, and
     provably apart from every other access to the same buffer inside the loop."""
     found: dict[tuple, Cell] = {}
+    memo: dict = {}
     for inner in op.body.block.ops:
         if not isinstance(inner, MEMORY_OPS):
             continue
@@ -125,12 +126,17 @@ def cells(op: loop.ForOp) -> list[Cell]:
             continue
         if not _defined_outside(_buffer(inner), op):
             continue
-        key = (_buffer(inner), tuple(inner.indices), _accessed_type(inner))
-        cell = found.setdefault(key, Cell(*key))
+        # one cell per address: copies of an index computation (unrolled code)
+        # name the same cell
+        place = byte_range(inner, memo)
+        where = place if place is not None else tuple(inner.indices)
+        key = (_root(_buffer(inner)), where, _accessed_type(inner))
+        cell = found.get(key)
+        if cell is None:
+            found[key] = cell = Cell(_buffer(inner), tuple(inner.indices), key[2])
         cell.accesses.append(inner)
     if not found:
         return []
-    memo: dict = {}
     ranges: dict[int, tuple | None] = {}
 
     def range_of(access: Operation):

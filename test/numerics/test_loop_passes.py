@@ -79,3 +79,26 @@ def test_pass_preserves_meaning(name: str, op: str) -> None:
         np.testing.assert_allclose(
             got, expected, rtol=1e-5, atol=1e-5, err_msg=f"{m}x{k}x{n}"
         )
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_schedule_with_constant_weights(trans_b: int) -> None:
+    """A constant B is packed at compile time and the blocks are reordered
+    (m.0 n.0 k.0 ...), sized for at least `min_blocks` parallel blocks."""
+    rng = np.random.default_rng(0)
+    for m, k, n in [*SIZES, (8, 300, 256), (1, 40, 600)]:
+        b = rng.standard_normal((n, k) if trans_b else (k, n), dtype=np.float32)
+        a_info = helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])
+        c_info = helper.make_tensor_value_info("c", TensorProto.FLOAT, [m, n])
+        node = helper.make_node("Gemm", ["a", "b"], ["c"], transB=trans_b)
+        weights = helper.make_tensor("b", TensorProto.FLOAT, b.shape, b.ravel())
+        graph = helper.make_graph([node], "g", [a_info], [c_info], [weights])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        arrays = [a, np.zeros((m, n), np.float32)]
+        expected = _run(model, "", arrays)
+        for pipeline in (PIPELINES["schedule"], PIPELINES["schedule-small-tiles"]):
+            got = _run(model, pipeline, arrays)
+            np.testing.assert_allclose(
+                got, expected, rtol=1e-5, atol=1e-5, err_msg=f"{m}x{k}x{n}"
+            )

@@ -5,9 +5,9 @@
 // channel loops inside the mr x nr micro-tile, the weights packed at compile time
 // in that order (a 1-D constant read at a linear index).
 // CHECK-LABEL: func.func @conv2d_0(
-// CHECK-SAME:      memref<576xf32>
+// CHECK-SAME:      memref<864xf32>
 // CHECK:         loop.for %{{.*}} = 0 to 8 step 4 parallel {
-// CHECK:                 memref.load %{{.*}}[%{{.*}}] : memref<576xf32>
+// CHECK:                 memref.load %{{.*}}[%{{.*}}] : memref<864xf32>
 // CHECK:               } {loop.role = "n.2"}
 // CHECK-NEXT:          loop.yield
 // CHECK-NEXT:        } {loop.role = "k"}
@@ -20,15 +20,15 @@
 // CHECK-NEXT:  loop.yield
 // CHECK-NEXT: } {loop.role = "m.1"}
 // CHECK-LABEL: func.func @conv(
-// CHECK-NOT:     memref<16x3x3x4xf32>
-// CHECK:         loop.constant dense_resource<__elided__> -> memref<576xf32>
+// CHECK-NOT:     memref<16x3x3x6xf32>
+// CHECK:         loop.constant dense_resource<__elided__> -> memref<864xf32>
 
 // With more channels than kc, the window loops and the channel blocks stay
 // outside the micro-tile (the reduction keeps its order).
 // SMALL-LABEL: func.func @conv2d_0(
 // SMALL:         loop.for %{{.*}} = 0 to 3 step 1 reduction {
 // SMALL-NEXT:      loop.for %{{.*}} = 0 to 3 step 1 reduction {
-// SMALL-NEXT:        loop.for %{{.*}} = 0 to 4 step 2 reduction {
+// SMALL-NEXT:        loop.for %{{.*}} = 0 to 6 step 2 reduction {
 // SMALL-NEXT:          loop.for %{{.*}} = 0 to 8 step 8 parallel {
 // SMALL-NEXT:            loop.for %{{.*}} = 0 to 4 step 2 parallel {
 // SMALL-NEXT:              loop.for %{{.*}} = 0 to 2 step 1 parallel {
@@ -44,10 +44,10 @@
 // SMALL:      } {loop.role = "kh"}
 // SMALL:    } {loop.role = "n.0"}
 // SMALL:  } {loop.role = "m.0"}
-func.func @conv(%x: tensor<1x3x3x4xf32>) -> tensor<1x3x3x16xf32> {
-  %w = graph.constant dense<0.5> : tensor<16x3x3x4xf32>
+func.func @conv(%x: tensor<1x3x3x6xf32>) -> tensor<1x3x3x16xf32> {
+  %w = graph.constant dense<0.5> : tensor<16x3x3x6xf32>
   %b = graph.constant dense<1.0> : tensor<16xf32>
-  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x3x4xf32>, tensor<16x3x3x4xf32>, tensor<16xf32>) -> tensor<1x3x3x16xf32>
+  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x3x6xf32>, tensor<16x3x3x6xf32>, tensor<16xf32>) -> tensor<1x3x3x16xf32>
   func.return %y : tensor<1x3x3x16xf32>
 }
 
@@ -74,4 +74,19 @@ func.func @narrow(%x: tensor<1x3x3x4xf32>) -> tensor<1x3x3x4xf32> {
   %b = graph.constant dense<1.0> : tensor<4xf32>
   %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x3x4xf32>, tensor<4x1x1x4xf32>, tensor<4xf32>) -> tensor<1x3x3x4xf32>
   func.return %y : tensor<1x3x3x4xf32>
+}
+
+// Three input channels (an RGB input): the channel loop is unrolled inside the
+// window loops, after the weights are packed.
+// CHECK-LABEL: func.func @conv2d_2(
+// CHECK-NOT:     loop.role = "k"
+// CHECK:         loop.for %{{.*}} = 0 to 3 step 1 reduction {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 3 step 1 reduction {
+// CHECK-COUNT-3:     memref.load %{{.*}}[%{{.*}}] : memref<432xf32>
+// CHECK:           } {loop.role = "kw"}
+func.func @rgb(%x: tensor<1x4x4x3xf32>) -> tensor<1x4x4x16xf32> {
+  %w = graph.constant dense<0.5> : tensor<16x3x3x3xf32>
+  %b = graph.constant dense<1.0> : tensor<16xf32>
+  %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x4x4x3xf32>, tensor<16x3x3x3xf32>, tensor<16xf32>) -> tensor<1x4x4x16xf32>
+  func.return %y : tensor<1x4x4x16xf32>
 }
