@@ -20,6 +20,7 @@ class CpuTarget:
     min_pack_reuse: int = 2  # pack an operand only if its tile is reused this often
     unroll_k: int = 4  # a conv's channel loop this short is unrolled (RGB input)
     min_blocks: int = 4  # outer m × n blocks (for threads): smaller blocks if fewer
+    transpose_tile: int = 16  # tile of a transpose's two contiguous dims (L1)
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,8 @@ def _parallel(
     m: int, n: int, mc: int, nc: int, mr: int, nr: int, want: int
 ) -> tuple[int, int]:
     """(mc, nc) made smaller until M and N split into `want` blocks (for
-    threads): more blocks along n while they keep 128 columns, then along m while
-    they keep 4 micro-tiles, then along either down to one micro-tile."""
+    threads): twice the blocks along n while they keep 128 columns, then along m
+    while they keep 4 micro-tiles, then along either down to one micro-tile."""
 
     def count(size: int, block: int) -> int:
         return -(-size // block)
@@ -125,9 +126,9 @@ def _parallel(
     for n_floor, m_floor in ((128, 4 * mr), (nr, mr)):
         while count(m, mc) * count(n, nc) < want:
             if nc > max(n_floor, nr):
-                nc = _block(n, nc, nr, count(n, nc) + 1)
+                nc = _block(n, nc, nr, 2 * count(n, nc))
             elif mc > m_floor:
-                mc = _block(m, mc, mr, count(m, mc) + 1)
+                mc = _block(m, mc, mr, 2 * count(m, mc))
             else:
                 break
     return mc, nc
@@ -155,6 +156,20 @@ def conv2d(m: int, n: int, k: int, t: CpuTarget) -> list[Step]:
     if k <= t.unroll_k:
         steps.append(Step("unroll", "k", (0,)))
     return steps
+
+
+def transpose(rank: int, read: int, t: CpuTarget) -> list[Step]:
+    """A transpose copy (loops d0…d{rank-1} over the result, `read` the one along
+    the source's contiguous dim): both contiguous dims tiled, the tile loops
+    outside, so the source and result lines of a tile stay in L1."""
+    last = f"d{rank - 1}"
+    if read == rank - 1:
+        return []
+    tiles = [Step("tile", f"d{read}", (t.transpose_tile,)),
+             Step("tile", last, (t.transpose_tile,))]  # fmt: skip
+    outer = [f"d{i}.0" if i in (read, rank - 1) else f"d{i}" for i in range(rank)]
+    order = (*outer, f"d{read}.1", f"{last}.1")
+    return [*tiles, Step("interchange", order=order)]
 
 
 def window(size: int, t: CpuTarget) -> list[Step]:

@@ -32,6 +32,7 @@ PATTERN_ATTR = "loop.pattern"
 BATCH_ROLE = "batch"
 MATMUL_PATTERN = "matmul"
 CONV_PATTERN = "conv2d"
+TRANSPOSE_PATTERN = "transpose"  # a copy whose innermost dims are swapped
 WINDOW_PATTERN = "window"  # a small window reduction innermost (pools, LRN)
 
 

@@ -11,7 +11,14 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph, loop
 from smelt.errors import SmeltError
-from smelt.lowering.loop_builder import Index, KernelBuilder, shape
+from smelt.lowering.loop_builder import (
+    TRANSPOSE_PATTERN,
+    Index,
+    KernelBuilder,
+    mark_pattern,
+    shape,
+    tag_loops,
+)
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import broadcast_index, copy_nest, offset_along
 from smelt.lowering.scalar_ops import memref_type
@@ -48,12 +55,14 @@ def lower_transpose(ctx: LoweringContext, op: graph.TransposeOp) -> None:
     (src,), (dst,) = k.inputs, k.outputs
     perm = op.attr("perm")
 
-    def src_index(ivs: list[Index]) -> list[Index]:
-        # Result dim i is source dim perm[i].
-        source_dim = {p: i for i, p in enumerate(perm)}
-        return [ivs[source_dim[d]] for d in range(len(perm))]
-
-    copy_nest(k, src, dst, shape(dst), src_index)
+    source_dim = {p: i for i, p in enumerate(perm)}  # result dim i is source perm[i]
+    with k.nest(shape(dst)) as ivs:
+        # roles d0, d1, ... for loop-schedule, which tiles the two contiguous dims
+        tag_loops(ivs, [f"d{i}" for i in range(len(ivs))])
+        value = k.load(src, [ivs[source_dim[d]] for d in range(len(perm))])
+        k.store(value, dst, ivs)
+    if perm and perm[-1] != len(perm) - 1:
+        mark_pattern(k, TRANSPOSE_PATTERN)
 
 
 def lower_concat(ctx: LoweringContext, op: graph.ConcatOp) -> None:

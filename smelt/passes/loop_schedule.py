@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from xdsl.context import Context
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.compiler import schedules
@@ -75,6 +75,19 @@ def window_size(kernel: func.FuncOp) -> int | None:
     return None
 
 
+def transposed_dim(kernel: func.FuncOp) -> tuple[int, int] | None:
+    """(rank, d) of a transpose copy: the loop d{d} walks the source's last dim."""
+    loads = [o for o in kernel.walk() if isinstance(o, memref.LoadOp)]
+    if len(loads) != 1 or not loads[0].indices:
+        return None
+    last = loads[0].indices[-1]
+    owner = last.owner.parent_op() if isinstance(last.owner, Block) else None
+    role = loop_nest.role(owner) if isinstance(owner, loop.ForOp) else None
+    if role is None or not role.startswith("d"):
+        return None
+    return len(loads[0].indices), int(role[1:])
+
+
 def schedule(
     module: ModuleOp, kernel: func.FuncOp, target: schedules.CpuTarget
 ) -> list[schedules.Step]:
@@ -83,6 +96,8 @@ def schedule(
     kind = loop_nest.pattern(kernel)
     if kind == "window" and (window := window_size(kernel)) is not None:
         return schedules.window(window, target)
+    if kind == "transpose" and (read := transposed_dim(kernel)) is not None:
+        return schedules.transpose(read[0], read[1], target)
     band = gemm_band(kernel)
     if kind not in ("matmul", "conv2d") or band is None:
         return []
@@ -156,11 +171,18 @@ class LoopSchedulePass(ModulePass):
     mc: int = schedules.CpuTarget.mc
     nc: int = schedules.CpuTarget.nc
     width: int = schedules.CpuTarget.width
+    transpose_tile: int = schedules.CpuTarget.transpose_tile
     max_pack_bytes: int = 1 << 20
 
     def target(self) -> schedules.CpuTarget:
         return schedules.CpuTarget(
-            width=self.width, mr=self.mr, nr=self.nr, kc=self.kc, mc=self.mc, nc=self.nc
+            width=self.width,
+            mr=self.mr,
+            nr=self.nr,
+            kc=self.kc,
+            mc=self.mc,
+            nc=self.nc,
+            transpose_tile=self.transpose_tile,
         )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

@@ -102,3 +102,31 @@ def test_schedule_with_constant_weights(trans_b: int) -> None:
             np.testing.assert_allclose(
                 got, expected, rtol=1e-5, atol=1e-5, err_msg=f"{m}x{k}x{n}"
             )
+
+
+@pytest.mark.parametrize(
+    "shape, perm",
+    [
+        ((1, 1), (1, 0)),
+        ((17, 19), (1, 0)),
+        ((3, 48, 32), (2, 0, 1)),
+        ((1, 7, 13, 5), (0, 3, 1, 2)),
+        ((2, 33, 65, 3), (0, 2, 3, 1)),
+        ((5, 3, 31, 7), (0, 2, 1, 3)),
+    ],
+)
+def test_transpose_schedule(shape: tuple[int, ...], perm: tuple[int, ...]) -> None:
+    """The tiled transpose copy (tiles of 16 and of a prime) equals numpy's."""
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+    out_shape = [shape[p] for p in perm]
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))
+    graph = helper.make_graph([node], "g", [x_info], [y_info])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    for pipeline in (
+        PIPELINES["schedule"],
+        PIPELINES["schedule"].replace("loop-schedule", "loop-schedule{transpose_tile=5}"),
+    ):
+        got = _run(model, pipeline, [x, np.zeros(out_shape, np.float32)])
+        np.testing.assert_array_equal(got, x.transpose(perm))

@@ -90,3 +90,19 @@ func.func @rgb(%x: tensor<1x4x4x3xf32>) -> tensor<1x4x4x16xf32> {
   %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, layout = "nhwc", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x4x4x3xf32>, tensor<16x3x3x3xf32>, tensor<16xf32>) -> tensor<1x4x4x16xf32>
   func.return %y : tensor<1x4x4x16xf32>
 }
+
+// A transpose copy: the result's last dim and the dim along the source's last
+// dim are tiled, the tile loops outside (both lines of a tile stay in cache).
+// CHECK-LABEL: func.func @transpose_0(
+// CHECK:         loop.for %{{.*}} = 0 to 32 step 16 parallel {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 3 step 1 parallel {
+// CHECK-NEXT:        loop.for %{{.*}} = 0 to 48 step 16 parallel {
+// CHECK-NEXT:          loop.for %{{.*}} = 0 to 16 step 1 parallel {
+// CHECK-NEXT:            loop.for %{{.*}} = 0 to 16 step 1 parallel {
+// CHECK:                 } {loop.role = "d2.1"}
+// CHECK-NEXT:            loop.yield
+// CHECK-NEXT:          } {loop.role = "d0.1"}
+func.func @transpose(%x: tensor<3x48x32xf32>) -> tensor<32x3x48xf32> {
+  %y = graph.transpose %x {perm = array<i64: 2, 0, 1>} : (tensor<3x48x32xf32>) -> tensor<32x3x48xf32>
+  func.return %y : tensor<32x3x48xf32>
+}
