@@ -1,6 +1,7 @@
 """CPU benchmark: smelt against onnxruntime (ORT_ENABLE_ALL, same threads) and numpy,
-in one run, median of repeated runs after warm-up; prints a table of ratios. smelt
-runs the preset of `--level` with `threads` (loop-parallelize) for each thread count.
+in one run, median of repeated runs (alternating blocks, see `compare_ms`); prints
+a table of ratios. smelt runs the preset of `--level` with `threads`
+(loop-parallelize) for each thread count.
 
     python benchmarks/cpu.py                      # every case, 1 and 2 threads
     python benchmarks/cpu.py --cases mlp gemm --threads 1 --repeat 20
@@ -24,22 +25,33 @@ from onnx import TensorProto, helper
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numerics"))
 
 
-def median_ms(fn, repeat: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+def compare_ms(peer, smelt, repeat: int, block: int = 5) -> tuple[float, float]:
+    """Median ms of `peer` and of `smelt` over `repeat` runs each (after a warm-up
+    run), timed in alternating blocks of `block` runs with a pause between blocks:
+    both see the same machine state, and one runtime's spinning worker threads
+    (onnxruntime's, smelt's) have gone to sleep before the other one starts."""
+    times: tuple[list[float], list[float]] = ([], [])
+    while len(times[1]) < repeat:
+        for fn, out in zip((peer, smelt), times):
+            time.sleep(PAUSE_S)
+            fn()
+            for _ in range(min(block, repeat - len(out))):
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
+    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
+
+
+PAUSE_S = 0.05
 
 
 def gemm_model(n: int) -> onnx.ModelProto:
     a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [n, n])
     b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [n, n])
     c = helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])
-    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm", [a, b], [c])
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm", [a, b], [c]
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -107,8 +119,11 @@ def bench_model(name, build, threads, repeat, level):
         compiled = compile_cpu(model, level, t)
         feeds = random_inputs(compiled)
         sess = ort_session(model, t)
-        ort_ms = median_ms(lambda: sess.run(None, feeds), repeat)
-        smelt_ms = median_ms(lambda: compiled.run(feeds), repeat)
+        ort_ms, smelt_ms = compare_ms(
+            lambda s=sess, f=feeds: s.run(None, f),
+            lambda c=compiled, f=feeds: c.run(f),
+            repeat,
+        )
         rows.append((name, t, smelt_ms, "onnxruntime", ort_ms))
     return rows
 
@@ -124,8 +139,9 @@ def bench_gemm(threads, repeat, level, n=1024):
         compiled = compile_cpu(gemm_model(n), level, t)
 
         with threadpool_limits(t):
-            np_ms = median_ms(lambda: a @ b, repeat)
-        smelt_ms = median_ms(lambda: compiled.run({"a": a, "b": b}), repeat)
+            np_ms, smelt_ms = compare_ms(
+                lambda: a @ b, lambda c=compiled: c.run({"a": a, "b": b}), repeat
+            )
         rows.append((f"gemm {n}^3", t, smelt_ms, "numpy", np_ms))
     return rows
 
@@ -143,8 +159,9 @@ def bench_chain(threads, repeat, level, n=16 << 20):
     rows = []
     for t in threads:
         compiled = compile_cpu(chain_model(n), level, t)
-        np_ms = median_ms(numpy_chain, repeat)
-        smelt_ms = median_ms(lambda: compiled.run({"x": x}), repeat)
+        np_ms, smelt_ms = compare_ms(
+            numpy_chain, lambda c=compiled: c.run({"x": x}), repeat
+        )
         rows.append(("elementwise chain 16M", t, smelt_ms, "numpy", np_ms))
     return rows
 
@@ -167,9 +184,13 @@ def main(argv=None) -> int:
     for name, build in models.items():
         rows += bench_model(name, build, args.threads, args.repeat, args.level)
         print(f"  done {name}", file=sys.stderr)
-    print(f"{'case':<24}{'thr':>4}{'smelt ms':>11}{'peer':>13}{'peer ms':>10}{'ratio':>8}")
+    print(
+        f"{'case':<24}{'thr':>4}{'smelt ms':>11}{'peer':>13}{'peer ms':>10}{'ratio':>8}"
+    )
     for name, t, s_ms, peer, p_ms in rows:
-        print(f"{name:<24}{t:>4}{s_ms:>11.2f}{peer:>13}{p_ms:>10.2f}{s_ms / p_ms:>8.2f}")
+        print(
+            f"{name:<24}{t:>4}{s_ms:>11.2f}{peer:>13}{p_ms:>10.2f}{s_ms / p_ms:>8.2f}"
+        )
     return 0
 
 

@@ -71,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     model = smelt.compile(
         path, args.target, input_shapes=parse_shapes(args.input_shape), level=args.level,
-        threads=args.threads,
+        threads=args.threads, profile=args.profile,
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
@@ -87,9 +87,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.output:
         np.savez(args.output, **outputs)
         print(f"wrote {args.output}")
+    if args.profile:
+        print_profile(model, feeds, args.profile)
     if args.check:
         return check_against_onnxruntime(path, feeds, outputs, args.tolerance)
     return 0
+
+
+def print_profile(model, feeds, runs: int, top: int = 25) -> None:
+    """Per-kernel time of `runs` more runs (after the first), slowest first."""
+    model.profile()  # drop the first run (page faults, pool start)
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        model.run(feeds)
+    wall = (time.perf_counter() - t0) / runs
+    rows = model.profile()
+    total = sum(seconds for _, _, seconds in rows) / runs
+    print(f"profile over {runs} runs: {wall * 1e3:.2f} ms per run, "
+          f"{total * 1e3:.2f} ms in {len(rows)} kernels")
+    print(f"  {'kernel':<40} {'calls':>5} {'ms/run':>8} {'share':>6}")
+    for kernel, calls, seconds in rows[:top]:
+        ms = seconds / runs * 1e3
+        print(f"  {kernel:<40} {calls:>5} {ms:>8.3f} {seconds / runs / total:>6.1%}")
+    if len(rows) > top:
+        rest = sum(seconds for _, _, seconds in rows[top:]) / runs
+        print(f"  {f'({len(rows) - top} more)':<40} {'':>5} {rest * 1e3:>8.3f} "
+              f"{rest / total:>6.1%}")
 
 
 def check_against_onnxruntime(path, feeds, outputs, tolerance: float) -> int:
@@ -170,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.add_argument("--tolerance", type=float, default=1e-4)
+    run.add_argument("--profile", type=int, default=0, metavar="RUNS",
+                     help="time every kernel over RUNS more runs (cpu)")
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="op / kernel counts and traffic after each pass")
     rep.add_argument("model", nargs="?", default=DEFAULT_MODEL)

@@ -101,9 +101,11 @@ def compile(
     level: str = pipelines.DEFAULT_LEVEL,
     threads: int = 1,
     input_shapes: dict[str, Sequence[int]] | None = None,
+    profile: bool = False,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
-    picks the preset's thread count (an explicit `pipeline` says it itself)."""
+    picks the preset's thread count (an explicit `pipeline` says it itself);
+    `profile` (cpu) times every kernel call: `CompiledModel.profile()`."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -113,7 +115,11 @@ def compile(
     )
     spec = options.resolved_pipeline()
     if target not in pipelines.TARGETS:
-        raise SmeltError(f"unknown target '{target}': choose one of {pipelines.TARGETS}")
+        raise SmeltError(
+            f"unknown target '{target}': choose one of {pipelines.TARGETS}"
+        )
+    if profile and target != "cpu":
+        raise SmeltError("profile=True times kernels on the cpu target only")
     times = {}
     t0 = time.perf_counter()
     module = import_graph(model, options.input_shapes)
@@ -130,7 +136,7 @@ def compile(
     else:
         from smelt.lowering.llvm.jit import compile_to_native
 
-        program = compile_to_native(module)
+        program = compile_to_native(module, profile=profile)
     times["codegen"] = time.perf_counter() - t0
     info = {"pipeline": spec, "target": target, "seconds": times}
     return CompiledModel(program, inputs, outputs, info)

@@ -5,6 +5,7 @@ down to the loop level; the target backend then takes the loop-level module. Eve
 pass option is written out, so the string alone replays a compilation.
 """
 
+from smelt.compiler.schedules import BLOCKS_PER_THREAD, POST_VECTORIZE
 from smelt.errors import SmeltError
 
 TARGETS = ("cpu", "gpu")
@@ -27,12 +28,8 @@ _LOWER = "convert-graph-to-loop,buffer-plan"
 # CPU loop scheduling: pattern kernels tiled, reordered and packed (sizes from
 # smelt/compiler/schedules.py, overridable as loop-schedule options), vectorized,
 # then register-blocked (unroll the vector columns, unroll-and-jam the rows, keep
-# the C tile in registers across k, and across a conv's window loops).
-CPU_LOOP_OPT = (
-    'loop-schedule,loop-vectorize,loop-unroll{loop="n.2"},'
-    'loop-unroll{loop="m.2" jam=true},loop-promote{loop="k.1"},'
-    'loop-promote{loop="k"},loop-promote{loop="kw"},loop-promote{loop="kh"}'
-)
+# the C tile in registers across k, and across a conv's window loops, unroll k).
+CPU_LOOP_OPT = f"loop-schedule,loop-vectorize,{POST_VECTORIZE}"
 _LOWER_CPU_OPT = f"convert-graph-to-loop,{CPU_LOOP_OPT},buffer-plan"
 
 PRESETS: dict[str, dict[str, str]] = {
@@ -75,6 +72,8 @@ def preset(target: str, level: str = DEFAULT_LEVEL, threads: int = 1) -> str:
         raise SmeltError(f"threads must be a positive integer, not {threads!r}")
     spec = levels[level]
     if threads > 1 and target == "cpu" and level in THREADED_LEVELS:
+        blocks = BLOCKS_PER_THREAD * threads
         loops = spec.removesuffix(",buffer-plan")
+        loops = loops.replace("loop-schedule", f"loop-schedule{{min_blocks={blocks}}}")
         spec = f"{loops},loop-parallelize{{threads={threads}}},buffer-plan"
     return spec

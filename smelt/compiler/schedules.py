@@ -12,14 +12,14 @@ class CpuTarget:
     """What the schedule is sized for (2-core AVX2+FMA host: 16 ymm registers)."""
 
     width: int = 8  # f32 lanes of a vector register
-    mr: int = 4  # micro-kernel rows: accumulators = mr · nr / width
+    mr: int = 6  # micro-kernel rows: accumulators = mr · nr / width (12 of 16 ymm)
     nr: int = 16  # micro-kernel columns (a multiple of width)
     kc: int = 256  # reduction block: an mr×kc A sliver and a kc×nr B sliver in L1
     mc: int = 120  # rows of A packed per block (L2)
     nc: int = 512  # columns of B packed per block (L2/L3)
     min_pack_reuse: int = 2  # pack an operand only if its tile is reused this often
     unroll_k: int = 4  # a conv's channel loop this short is unrolled (RGB input)
-    min_blocks: int = 4  # outer m × n blocks (for threads): smaller blocks if fewer
+    min_blocks: int = 1  # outer m × n blocks (threads): smaller blocks if fewer
     transpose_tile: int = 16  # tile of a transpose's two contiguous dims (L1)
 
 
@@ -59,13 +59,23 @@ the channel blocks (the reduction keeps its order)."""
 MAX_WINDOW_UNROLL = 64
 """Window reductions up to this many positions are unrolled."""
 
+K_UNROLL = 4
+"""The micro-kernel's reduction loop is unrolled this many times: 12 FMAs per k
+step leave the front end too little room for the loop's own instructions."""
+
 POST_VECTORIZE = (
     'loop-unroll{loop="n.2"},loop-unroll{loop="m.2" jam=true},loop-promote{loop="k.1"},'
-    'loop-promote{loop="k"},loop-promote{loop="kw"},loop-promote{loop="kh"}'
+    'loop-promote{loop="k"},loop-promote{loop="kw"},loop-promote{loop="kh"},'
+    f'loop-unroll{{loop="k.1" factor={K_UNROLL}}},loop-unroll{{loop="k" factor={K_UNROLL}}}'
 )
 """What turns the vectorized micro-tile into a register-blocked kernel: unroll the
 vector columns, unroll-and-jam the rows into the k loop, keep C in registers (across
-the conv window loops too, when they are inside the micro-kernel)."""
+the conv window loops too, when they are inside the micro-kernel), then unroll the
+reduction loop."""
+
+BLOCKS_PER_THREAD = 4
+"""With threads, GEMM / conv blocks are made small enough for this many per thread
+(the `min_blocks` of `loop-schedule`), so the threads' shares stay even."""
 
 
 def _fit(size: int, extent: int, multiple: int) -> int:

@@ -172,6 +172,7 @@ class LoopSchedulePass(ModulePass):
     nc: int = schedules.CpuTarget.nc
     width: int = schedules.CpuTarget.width
     transpose_tile: int = schedules.CpuTarget.transpose_tile
+    min_blocks: int = schedules.CpuTarget.min_blocks
     max_pack_bytes: int = 1 << 20
 
     def target(self) -> schedules.CpuTarget:
@@ -183,6 +184,7 @@ class LoopSchedulePass(ModulePass):
             mc=self.mc,
             nc=self.nc,
             transpose_tile=self.transpose_tile,
+            min_blocks=self.min_blocks,
         )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

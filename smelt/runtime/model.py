@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,7 +20,9 @@ class TensorSpec:
     dtype: np.dtype
 
     def describe(self) -> str:
-        return f"{self.name}: {self.dtype}[{'x'.join(map(str, self.shape)) or 'scalar'}]"
+        return (
+            f"{self.name}: {self.dtype}[{'x'.join(map(str, self.shape)) or 'scalar'}]"
+        )
 
 
 class Program(Protocol):
@@ -46,7 +49,7 @@ class CompiledModel:
         self.inputs = inputs
         self.outputs = outputs
         self.info = info or {}
-        self._output_buffers = [np.empty(o.shape, o.dtype) for o in outputs]
+        self._spare: list[np.ndarray] = []  # the last run's results, for reuse
 
     @property
     def input_names(self) -> list[str]:
@@ -88,10 +91,81 @@ class CompiledModel:
             raise SmeltError("; ".join(problems) + f" (the model takes {expected})")
         return arrays
 
-    def run(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
+    def check_outputs(self, outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Caller-owned output arrays in output order, or a SmeltError naming the
+        output that is missing or of the wrong shape, dtype or layout."""
+        problems = []
+        missing = [n for n in self.output_names if n not in outputs]
+        if missing:
+            problems.append(f"missing output array(s) {missing}")
+        arrays = []
+        for spec in self.outputs:
+            array = outputs.get(spec.name)
+            if array is None:
+                continue
+            if not isinstance(array, np.ndarray) or array.dtype != spec.dtype:
+                problems.append(f"output '{spec.name}' must be a {spec.dtype} array")
+            elif tuple(array.shape) != spec.shape:
+                problems.append(
+                    f"output '{spec.name}' has shape {list(array.shape)}, expected "
+                    f"{list(spec.shape)}"
+                )
+            elif not (array.flags.c_contiguous and array.flags.writeable):
+                problems.append(f"output '{spec.name}' must be C-contiguous, writable")
+            arrays.append(array)
+        if problems:
+            raise SmeltError("; ".join(problems))
+        return arrays
+
+    def _result_arrays(self) -> list[np.ndarray]:
+        """Arrays for a run's results: the previous run's where nothing outside
+        this object refers to them any more (no name, no view, no buffer export:
+        the caller dropped them, so no one can see the reuse, as numpy reuses
+        temporaries), else fresh ones. Saves the page faults of a large new
+        array on every run."""
+        spare, self._spare = self._spare, []
+        results = []
+        for spec in self.outputs:
+            array = spare.pop(0) if spare else None
+            # references: `array` here and getrefcount's argument
+            if array is None or sys.getrefcount(array) > 2:
+                array = np.empty(spec.shape, spec.dtype)
+            results.append(array)
+        self._spare = list(results)
+        return results
+
+    def run(
+        self,
+        feeds: dict[str, Any],
+        outputs: dict[str, np.ndarray] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Run the model once. Results are written straight into `outputs`
+        (caller-owned arrays: nothing is allocated) or, without it, into arrays
+        the caller then owns; either way the dict {output name: array} is returned."""
         arrays = self.check_inputs(feeds)
-        self.program.run(arrays + self._output_buffers)
-        return {o.name: b.copy() for o, b in zip(self.outputs, self._output_buffers)}
+        if outputs is None:
+            results = self._result_arrays()
+        else:
+            results = self.check_outputs(outputs)
+        self.program.run(arrays + results)
+        return dict(zip(self.output_names, results))
+
+    def profile(self, reset: bool = True) -> list[tuple[str, int, float]]:
+        """(kernel, calls, seconds) summed over the runs since the last reset,
+        slowest first; the model must be compiled with `profile=True` (cpu)."""
+        per_call = getattr(self.program, "profile", None)
+        if per_call is None:
+            raise SmeltError("profiles are taken on the cpu target only")
+        from smelt.lowering.llvm.jit import tick_seconds
+
+        totals: dict[str, list[int]] = {}
+        for kernel, ticks in per_call(reset):
+            entry = totals.setdefault(kernel, [0, 0])
+            entry[0] += 1
+            entry[1] += ticks
+        scale = tick_seconds()
+        rows = [(k, calls, ticks * scale) for k, (calls, ticks) in totals.items()]
+        return sorted(rows, key=lambda row: -row[2])
 
     def __repr__(self) -> str:
         ins = ", ".join(s.describe() for s in self.inputs)

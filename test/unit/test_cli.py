@@ -97,3 +97,14 @@ def test_api_input_checks(tmp_path, feeds, needle):
     model = smelt.compile(relu_model([2, 3]))
     with pytest.raises(smelt.SmeltError, match=needle):
         model.run(feeds)
+
+
+def test_run_profile_prints_kernel_table(tmp_path):
+    path = tmp_path / "relu.onnx"
+    onnx.save(relu_model([4, 8]), path)
+    result = smelt_cli("run", str(path), "--profile", "3")
+    assert result.returncode == 0, result.stderr
+    assert "profile over 3 runs" in result.stdout
+    assert any(line.split()[:2] == ["relu_0", "1"] for line in result.stdout.splitlines())
+    gpu = smelt_cli("run", str(path), "--profile", "3", "--target", "gpu")
+    assert_one_line_error(gpu, "cpu target only")

@@ -51,6 +51,8 @@ from smelt.lowering.llvm.types import (
 from smelt.passes.loop_parallelize import THREADS_ATTR
 
 ENTRY = "smelt_main"
+PROFILE_GLOBAL = "smelt_profile"
+"""With `EmitOptions.profile`: i64 ticks per call of @main, summed over runs."""
 """The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
 
 OP_EMITTERS: dict[str, OpEmitter] = {
@@ -74,6 +76,8 @@ class LoweredModule:
     output_names: list[str]
     threads: int = 1
     """The most threads any loop asks for (`loop.threads`): the pool's size."""
+    profiled_calls: tuple[str, ...] = ()
+    """With `EmitOptions.profile`: the callee of each slot of `PROFILE_GLOBAL`."""
 
 
 def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> LoweredModule:
@@ -100,7 +104,7 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
     if main is None:
         return LoweredModule(ir_module, None, [], [], [])
     plan = plan_memory(main)
-    _emit_entry(ir_module, main, functions, plan)
+    calls = _emit_entry(ir_module, main, functions, plan, options.profile)
     io_types = [a.type for a in main.body.block.args]
     return LoweredModule(
         ir_module,
@@ -109,6 +113,7 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         _names(main, "smelt.input_names"),
         _names(main, "smelt.output_names"),
         _threads(kernels),
+        tuple(calls) if options.profile else (),
     )
 
 
@@ -140,7 +145,22 @@ def _emit_entry(
     main: func.FuncOp,
     functions: dict[str, tuple[ir.Function, func.FuncOp]],
     plan: MemoryPlan,
-) -> None:
+    profile: bool = False,
+) -> list[str]:
+    """Emits the entry point; returns the callee of each kernel call in order."""
+    calls = [
+        op.callee.root_reference.data
+        for op in main.body.block.ops
+        if isinstance(op, func.CallOp)
+    ]
+    ticks = None
+    if profile:
+        slots = ir.ArrayType(I64, max(1, len(calls)))
+        ticks = ir.GlobalVariable(ir_module, slots, PROFILE_GLOBAL)
+        ticks.initializer = ir.Constant(slots, None)
+        clock = ir_module.declare_intrinsic(
+            "llvm.readcyclecounter", (), ir.FunctionType(I64, [])
+        )
     fn = ir.Function(ir_module, ir.FunctionType(VOID, [PTR, PTR, PTR, PTR]), ENTRY)
     fn.attributes.add("nounwind")
     io, arena, weights, pool = fn.args
@@ -161,6 +181,7 @@ def _emit_entry(
             name=name or "",
         )
 
+    profiled = 0
     for op in main.body.block.ops:
         if isinstance(op, AllocOp):
             buffers[op.result] = at(
@@ -186,7 +207,16 @@ def _emit_entry(
             args = [buffers[v] for v in op.arguments]
             if len(target.args) > len(args):  # the kernel runs loops on threads
                 args.append(pool)
+            if ticks is None:
+                b.call(target, args)
+                continue
+            start = b.call(clock, [])
             b.call(target, args)
+            index = [constant(I64, 0), constant(I64, profiled)]
+            slot = b.gep(ticks, index, inbounds=True)
+            spent = b.sub(b.call(clock, []), start)
+            b.store(b.add(b.load(slot, typ=I64), spent), slot)
+            profiled += 1
         elif isinstance(op, func.ReturnOp):
             if op.operands:
                 raise SmeltError(
@@ -198,3 +228,4 @@ def _emit_entry(
                 "@main holds loop.alloc/constant/view and func.call only"
             )
     b.ret_void()
+    return calls

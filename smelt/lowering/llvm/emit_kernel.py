@@ -85,6 +85,9 @@ class EmitOptions:
     vector_math: bool = True
     """exp, tanh, erf on f32/f16 vectors as IR polynomials (`vector_math.py`,
     a few ulp) instead of libm lane by lane."""
+    profile: bool = False
+    """The entry point adds each kernel call's time-stamp-counter ticks to the
+    global `PROFILE_GLOBAL` (one i64 per call of @main)."""
 
 
 def kernel_function_name(kernel_name: str) -> str:

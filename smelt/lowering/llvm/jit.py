@@ -5,17 +5,19 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 import weakref
 from functools import cache, cached_property
 
 import llvmlite.binding as llvm
 import numpy as np
+from llvmlite import ir
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 
 from smelt.dialects.dtypes import to_numpy
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm, threads
-from smelt.lowering.llvm.emit import ENTRY, lower_module
+from smelt.lowering.llvm.emit import ENTRY, PROFILE_GLOBAL, lower_module
 from smelt.lowering.llvm.emit_kernel import EmitOptions
 from smelt.lowering.llvm.plan import aligned_empty
 from smelt.lowering.llvm.types import buffer_info
@@ -92,6 +94,7 @@ class NativeProgram:
         weights: np.ndarray,
         weight_bytes: int,
         threads: int = 1,
+        profiled_calls: tuple[str, ...] = (),
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
         self._engine, self._module, self._tm = engine, mod, tm
@@ -117,8 +120,25 @@ class NativeProgram:
         self._pool: np.ndarray | None = None
         self._pool_pid = 0
         self._pool_finalizer: weakref.finalize | None = None
+        self.profiled_calls = profiled_calls
+        self._ticks: np.ndarray | None = None
+        if profiled_calls:
+            address = engine.get_global_value_address(PROFILE_GLOBAL)
+            ticks = (ctypes.c_int64 * len(profiled_calls)).from_address(address)
+            self._ticks = np.ctypeslib.as_array(ticks)
         if threads > 1:
             self._start_pool()
+
+    def profile(self, reset: bool = True) -> list[tuple[str, int]]:
+        """(kernel, time-stamp-counter ticks summed over the runs so far) per call
+        of @main, in call order; needs `compile_to_native(..., profile=True)`."""
+        if self._ticks is None:
+            raise SmeltError("this program was compiled without profile=True")
+        with self._lock:
+            result = list(zip(self.profiled_calls, self._ticks.tolist()))
+            if reset:
+                self._ticks[:] = 0
+        return result
 
     def _start_pool(self) -> None:
         if self._pool_finalizer is not None:
@@ -178,6 +198,31 @@ class NativeProgram:
             )
 
 
+@cache
+def tick_seconds() -> float:
+    """Seconds per time-stamp-counter tick (`llvm.readcyclecounter`), measured
+    against the wall clock over 50 ms."""
+    _initialize()
+    module = ir.Module(name="clock")
+    i64 = ir.IntType(64)
+    fn = ir.Function(module, ir.FunctionType(i64, []), "smelt_clock")
+    clock = module.declare_intrinsic(
+        "llvm.readcyclecounter", (), ir.FunctionType(i64, [])
+    )
+    builder = ir.IRBuilder(fn.append_basic_block())
+    builder.ret(builder.call(clock, []))
+    tm = host_target_machine()
+    mod = llvm.parse_assembly(str(module))
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    read = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address("smelt_clock"))
+    t0, c0 = time.perf_counter(), read()
+    while time.perf_counter() - t0 < 0.05:
+        pass
+    t1, c1 = time.perf_counter(), read()
+    return (t1 - t0) / max(1, c1 - c0)
+
+
 def _stop_pool(
     stop, pool: np.ndarray, engine: llvm.ExecutionEngine, lock: threading.Lock
 ) -> None:
@@ -199,14 +244,20 @@ def _same_storage(given: np.dtype, expected: np.dtype) -> bool:
 
 
 def compile_to_native(
-    module: ModuleOp, opt_level: int = 3, fast_math: bool = False, unroll: bool = False
+    module: ModuleOp,
+    opt_level: int = 3,
+    fast_math: bool = False,
+    unroll: bool = False,
+    profile: bool = False,
 ) -> NativeProgram:
     """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main.
 
     `fast_math` adds `reassoc nsz` to float ops (so float reductions vectorize);
-    `unroll` turns on LLVM's loop unroller (see `optimize`).
+    `unroll` turns on LLVM's loop unroller (see `optimize`); `profile` times every
+    kernel call (`NativeProgram.profile`).
     """
-    lowered = lower_module(module, EmitOptions(fast_math=fast_math))
+    options = EmitOptions(fast_math=fast_math, profile=profile)
+    lowered = lower_module(module, options)
     if lowered.plan is None:
         raise SmeltError("the module has no @main: nothing to run")
     tm = host_target_machine(opt_level)
@@ -234,4 +285,5 @@ def compile_to_native(
         lowered.plan.weights,
         lowered.plan.weight_bytes,
         lowered.threads,
+        lowered.profiled_calls,
     )

@@ -6,7 +6,7 @@
 // in that order (a 1-D constant read at a linear index).
 // CHECK-LABEL: func.func @conv2d_0(
 // CHECK-SAME:      memref<864xf32>
-// CHECK:         loop.for %{{.*}} = 0 to 8 step 4 parallel {
+// CHECK:         loop.for %{{.*}} = 0 to 6 step 6 parallel {
 // CHECK:                 memref.load %{{.*}}[%{{.*}}] : memref<864xf32>
 // CHECK:               } {loop.role = "n.2"}
 // CHECK-NEXT:          loop.yield
