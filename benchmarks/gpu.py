@@ -69,13 +69,7 @@ def _program(text: str) -> TritonProgram:
     from xdsl.parser import Parser
 
     module = Parser(make_context(), text).parse_module()
-    spec = pipelines.preset("gpu")
-    if "bf16" in text:
-        # buffer-plan sizes buffers through numpy dtypes, which have no bf16 yet:
-        # without it the runtime lays the intermediates out one after another
-        spec = spec.replace(",buffer-plan", "")
-        print("  note: bf16 case lowered without buffer-plan (no numpy bf16 size)")
-    lower(module, spec)
+    lower(module, pipelines.preset("gpu"))
     return TritonProgram(module, DEVICE)
 
 

@@ -1,5 +1,6 @@
 """Element types shared by every smelt level, and their numpy equivalents."""
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -27,9 +28,11 @@ ui16 = IntegerType(16, Signedness.UNSIGNED)
 ui32 = IntegerType(32, Signedness.UNSIGNED)
 ui64 = IntegerType(64, Signedness.UNSIGNED)
 
-# Signless integers are signed, as in ONNX; unsigned ONNX types use `ui`.
+# Signless integers are signed, as in ONNX; unsigned ONNX types use `ui`. bf16 is
+# ml_dtypes' bfloat16, the numpy type onnx's numpy_helper uses for BFLOAT16.
 _TO_NUMPY: list[tuple[Attribute, np.dtype]] = [
     (f16, np.dtype(np.float16)),
+    (bf16, np.dtype(ml_dtypes.bfloat16)),
     (f32, np.dtype(np.float32)),
     (f64, np.dtype(np.float64)),
     (i1, np.dtype(np.bool_)),

@@ -68,8 +68,9 @@ class GraphFusePass(ModulePass):
     visible). Produces the same module with groups wrapped in `graph.fused`:
     * an anchor (conv2d / matmul / gemm, or with `reductions`: softmax, layer_norm,
       reduce_*, pools, lrn) with the elementwise ops that follow it (`epilogue`: bias,
-      activation, residual add, scale), each the only user of the previous value and
-      keeping its shape;
+      activation, residual add, scale), keeping its shape, computed from its result
+      and values from outside; every value but the last used only inside (one
+      output per kernel: gelu's x·Φ(x) uses x twice and still fuses);
     * with `prologue`, cheap elementwise producers of a reduction anchor's first
       operand that nothing else uses (recomputed by each pass over the input: at
       most `max_prologue` ops, so no expensive work is recomputed silently);
@@ -117,19 +118,36 @@ class GraphFusePass(ModulePass):
         return groups
 
     def chain_after(self, op: Operation, taken: set[Operation], size: int) -> list[Operation]:
-        chain = []
-        tip = op
+        """The elementwise ops after `op` that join its kernel: users of the group's
+        values, all of `op`'s result type, taken in block order while the group
+        stays acyclic; then cut back to the longest run whose values are used only
+        inside the group, except the last one's (the kernel's one output). So a
+        value used twice (gelu's x in x·Φ(x)) fuses when both uses do."""
+        if not op.results or any(r.uses for r in op.results[1:]):
+            return []
+        block, result_type = op.parent_block(), op.results[0].type
+        members = {op}
+        chain: list[Operation] = []
         while size + len(chain) < self.max_ops:
-            user = _single_user(tip)
-            if (
-                user is None or user in taken or not is_elementwise(user)
-                or user.results[0].type != tip.results[0].type
-                or user.parent_block() is not op.parent_block()
-            ):
+            candidates = {
+                use.operation
+                for member in members
+                for use in member.results[0].uses
+                if use.operation not in members
+            }
+            joinable = [
+                user for user in candidates
+                if user not in taken and is_elementwise(user)
+                and user.parent_block() is block
+                and len(user.results) == 1 and user.results[0].type == result_type
+                and not _reaches_from(user, members, op)
+            ]  # fmt: skip
+            if not joinable:
                 break
+            user = min(joinable, key=_position)
             chain.append(user)
-            tip = user
-        return chain
+            members.add(user)
+        return _closed_prefix(op, chain)
 
     def prologue_of(self, anchor: Operation, taken: set[Operation]) -> list[Operation]:
         if not self.prologue or isinstance(anchor, CONTRACTIONS) or not anchor.operands:
@@ -147,6 +165,45 @@ class GraphFusePass(ModulePass):
             chain.insert(0, producer)
             value = producer.operands[0]
         return chain
+
+
+def _position(op: Operation) -> int:
+    block = op.parent_block()
+    assert block is not None
+    return block.get_operation_index(op)
+
+
+def _reaches_from(user: Operation, members: set[Operation], first: Operation) -> bool:
+    """Whether an operand of `user` from outside `members` is computed from a
+    member (fusing `user` would then make the kernel depend on itself). Only ops
+    after `first` in the block can be such paths."""
+    start = _position(first)
+    seen: set[Operation] = set()
+    stack = [
+        v.owner for v in user.operands
+        if isinstance(v.owner, Operation) and v.owner not in members
+    ]  # fmt: skip
+    while stack:
+        producer = stack.pop()
+        if producer in members:
+            return True
+        if producer in seen or producer.parent_block() is not first.parent_block():
+            continue
+        seen.add(producer)
+        if _position(producer) > start:
+            stack += [v.owner for v in producer.operands if isinstance(v.owner, Operation)]
+    return False
+
+
+def _closed_prefix(op: Operation, chain: list[Operation]) -> list[Operation]:
+    """The longest prefix of `chain` after which every value of `op` and the prefix
+    but the last is used only inside them."""
+    for end in range(len(chain), 0, -1):
+        group = {op, *chain[:end]}
+        inner = [op, *chain[: end - 1]]
+        if all(use.operation in group for o in inner for use in o.results[0].uses):
+            return chain[:end]
+    return []
 
 
 def wrap(group: Group) -> graph.FusedOp:

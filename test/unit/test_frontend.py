@@ -256,3 +256,29 @@ def test_batch_norm_training_outputs_before_opset_14_are_unsupported():
     model = _batch_norm_model(9, ["y", "mean", "var"])
     with pytest.raises(SmeltError, match="supported only with training_mode = 1"):
         import_model(model)
+
+
+def test_bfloat16_model_imports_and_runs():
+    """BFLOAT16 tensors are ml_dtypes.bfloat16 arrays (as in onnx's numpy_helper);
+    a bf16 model compiles for the CPU and rounds like f32 math rounded to bf16."""
+    import ml_dtypes
+
+    import smelt
+
+    bf16 = ml_dtypes.bfloat16
+    x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3, 5])
+    w = numpy_helper.from_array(np.linspace(0.1, 3.3, 5).astype(bf16), "w")
+    nodes = [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Relu", ["t"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    module = import_model(model)
+    assert "tensor<3x5xbf16>" in str(module)
+    a = np.linspace(-3, 3, 15, dtype=np.float32).reshape(3, 5).astype(bf16)
+    wf = numpy_helper.to_array(w).astype(np.float32)
+    expected = np.maximum(a.astype(np.float32) * wf, 0).astype(bf16)
+    got = smelt.compile(model).run({"x": a})["y"]
+    assert got.dtype == bf16
+    np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
+    ref = run_graph(module, {"x": a})["y"]
+    np.testing.assert_array_equal(ref.astype(np.float32), expected.astype(np.float32))

@@ -87,7 +87,7 @@ def torch_dtype(element_type: Any):
 def _nbytes(t: MemRefType) -> int:
     from smelt.dialects import dtypes
 
-    n = dtypes.byte_size(t.element_type) if t.element_type != dtypes.bf16 else 2
+    n = dtypes.byte_size(t.element_type)
     for d in t.get_shape():
         n *= d
     return n

@@ -27,14 +27,12 @@ func.func @conv_epilogue(%arg0: tensor<1x2x4x4xf32>, %arg1: tensor<1x2x4x4xf32>)
   func.return %y : tensor<1x2x4x4xf32>
 }
 
-// A value with two users ends the chain: the exp stays its own kernel's output.
+// A value used twice inside the group joins it (gelu's x * phi(x) shape).
 // CHECK-LABEL: func.func @chain
-// CHECK: %[[E:.*]] = graph.fused %arg0 {kind = "elementwise"}
+// CHECK: graph.fused %arg0 {kind = "elementwise"}
 // CHECK: graph.neg
 // CHECK-NEXT: graph.exp
-// CHECK-NEXT: graph.yield
-// CHECK: graph.fused %[[E]] {kind = "elementwise"}
-// CHECK: graph.mul
+// CHECK-NEXT: graph.mul
 // CHECK-NEXT: graph.tanh
 // CHECK-NEXT: graph.yield
 func.func @chain(%arg0: tensor<8xf32>) -> tensor<8xf32> {
@@ -43,6 +41,47 @@ func.func @chain(%arg0: tensor<8xf32>) -> tensor<8xf32> {
   %2 = graph.mul %1, %1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   %3 = graph.tanh %2 : (tensor<8xf32>) -> tensor<8xf32>
   func.return %3 : tensor<8xf32>
+}
+
+// An epilogue value used twice inside: matmul + bias + gelu is one kernel.
+// CHECK-LABEL: func.func @gelu_epilogue
+// CHECK: graph.fused %arg0, %arg1, %{{.*}} {kind = "matmul"}
+// CHECK: graph.matmul
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: graph.mul
+// CHECK-NEXT: graph.erf
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: graph.mul
+// CHECK-NEXT: graph.yield
+func.func @gelu_epilogue(%arg0: tensor<4x8xf32>, %arg1: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %b = graph.constant dense<0.5> : tensor<8xf32>
+  %s = graph.constant dense<0.7> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %0 = graph.matmul %arg0, %arg1 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %1 = graph.add %0, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %2 = graph.mul %1, %s : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %3 = graph.erf %2 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = graph.add %3, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %5 = graph.mul %1, %4 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %5 : tensor<4x8xf32>
+}
+
+// A value also used outside ends the chain there: the exp is its kernel's output.
+// CHECK-LABEL: func.func @used_outside
+// CHECK: %[[E:.*]] = graph.fused %arg0 {kind = "elementwise"}
+// CHECK: graph.neg
+// CHECK-NEXT: graph.exp
+// CHECK-NEXT: graph.yield
+// CHECK: graph.fused %[[E]] {kind = "matmul"}
+// CHECK: graph.matmul
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: graph.yield
+func.func @used_outside(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = graph.neg %arg0 : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %1 = graph.exp %0 : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %2 = graph.matmul %1, %1 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %3 = graph.add %1, %2 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  func.return %3 : tensor<8x8xf32>
 }
 
 // Softmax takes its scale prologue (attention scores * 1/sqrt(d)).
