@@ -70,6 +70,8 @@ def emit_dot(e: PhaseEmitter, c: Contraction) -> tuple[sched.Schedule, int]:
         a = f"tl.broadcast_to({a}, (BLOCK_M, BLOCK_K))"
         b = f"tl.broadcast_to({b}, (BLOCK_K, BLOCK_N))"
         extra = f', input_precision="{precision}"' if precision else ""
+        if acc_dt == "tl.int32":  # Triton 3.6 checks acc against out_dtype (fp32)
+            extra += ", out_dtype=tl.int32"
         w.line(f"acc = tl.dot({a}, {b}, acc{extra})")
         e.scopes.pop()
     total = "acc"
