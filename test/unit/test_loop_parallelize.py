@@ -357,3 +357,55 @@ def test_interpreter_exits_while_a_daemon_thread_runs():
     )
     assert done.returncode == 0, done.stderr
     assert "exiting" in done.stdout
+
+
+def test_alternating_tasks_of_different_chunk_counts_many_times():
+    """Guard for the pool's task hand-over: tasks of 2 chunks and of 16 chunks
+    alternate (a reduction's rows, then an elementwise kernel) for 3 s; every run
+    must give the same result and none may stall. (A worker that read the claim
+    word of the finished task and the chunk count of the next one could once run
+    a chunk of a half-published task and count it twice: the caller then waited
+    forever. That needed a preemption inside a window of a few instructions, so
+    this test exercises the hand-over; it does not reliably provoke the race.)"""
+    from onnx import TensorProto, helper
+
+    import smelt
+    from smelt.compiler import pipelines
+
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2048])
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2048])
+    nodes, value = [], "x"
+    for i in range(16):
+        nodes += [
+            helper.make_node("ReduceMean", [value], [f"m{i}"], axes=[1], keepdims=1),
+            helper.make_node("Sub", [value, f"m{i}"], [f"d{i}"]),
+            helper.make_node("Mul", [f"d{i}", f"d{i}"], [f"q{i}"]),
+        ]
+        value = f"q{i}"
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "g", [x_info], [y_info])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    spec = pipelines.preset("cpu", "O2", 2).replace(
+        "loop-parallelize{threads=2}", "loop-parallelize{threads=2 min_work=0}"
+    )
+    compiled = smelt.compile(model, pipeline=spec)
+    x = np.random.default_rng(0).uniform(0.9, 1.1, (2, 2048)).astype(np.float32)
+    expected = compiled.run({"x": x})["y"].copy()
+    progress, wrong = [0], []
+
+    def loop() -> None:
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            if not np.array_equal(compiled.run({"x": x})["y"], expected):
+                wrong.append(progress[0])
+            progress[0] += 1
+
+    runner = threading.Thread(target=loop, daemon=True)
+    runner.start()
+    seen = -1
+    while runner.is_alive():
+        runner.join(timeout=2)
+        assert not runner.is_alive() or progress[0] != seen, f"stalled at {seen}"
+        seen = progress[0]
+    assert not wrong, f"{len(wrong)} wrong runs of {progress[0]}"
+    assert progress[0] > 100

@@ -332,8 +332,15 @@ class _Pool:
         )
         b.cbranch(few, serial, dispatch)
 
-        # only this thread writes the task fields and the generation
+        # only this thread writes the task fields and the generation. First the
+        # claim word is closed (next chunk = all ones, same generation): a worker
+        # that read the old word and then a new field fails its compare-and-swap,
+        # so it never runs a chunk of a half-written task (or counts one twice)
         b.position_at_end(dispatch)
+        claim = self.at(b, pool, CLAIM)
+        old = b.load_atomic(claim, "monotonic", 8, typ=I64)
+        closed = b.or_(old, constant(I64, 0xFFFFFFFF))
+        b.atomic_rmw("xchg", claim, closed, "acq_rel")
         wanted = b.mul(threads, constant(I64, CHUNKS_PER_THREAD))
         chunks = b.select(b.icmp_unsigned("<", trips, wanted), trips, wanted)
         self.write(b, pool, FN, b.ptrtoint(task, I64))
@@ -342,8 +349,6 @@ class _Pool:
         self.write(b, pool, CHUNKS, chunks)
         finished = self.at(b, pool, FINISHED)
         b.atomic_rmw("xchg", finished, constant(I64, 0), "monotonic")
-        claim = self.at(b, pool, CLAIM)
-        old = b.load_atomic(claim, "monotonic", 8, typ=I64)
         generation = b.add(b.lshr(old, constant(I64, 32)), constant(I64, 1))
         generation = b.and_(generation, constant(I64, 0xFFFFFFFF))
         self.publish(b, pool, b.shl(generation, constant(I64, 32)))
