@@ -6,8 +6,10 @@ a table of ratios. smelt runs the preset of `--level` with `threads`
     python benchmarks/cpu.py                      # every case, 1 and 2 threads
     python benchmarks/cpu.py --cases mlp gemm --threads 1 --repeat 20
 
-A ratio below 1 means smelt is faster than the peer. Absolute times on a shared
-machine mean little; the ratio of two runs measured side by side is the number.
+A ratio below 1 means smelt is faster than the peer: `ratio` divides the two
+medians, `paired` is the median ratio of adjacent blocks (see `compare_ms`).
+Absolute times on a shared machine mean little; ratios measured side by side are
+the number.
 """
 
 from __future__ import annotations
@@ -25,21 +27,30 @@ from onnx import TensorProto, helper
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numerics"))
 
 
-def compare_ms(peer, smelt, repeat: int, block: int = 5) -> tuple[float, float]:
-    """Median ms of `peer` and of `smelt` over `repeat` runs each (after a warm-up
-    run), timed in alternating blocks of `block` runs with a pause between blocks:
-    both see the same machine state, and one runtime's spinning worker threads
-    (onnxruntime's, smelt's) have gone to sleep before the other one starts."""
+def compare_ms(peer, smelt, repeat: int, block: int = 4) -> tuple[float, float, float]:
+    """(peer ms, smelt ms, ratio): medians over `repeat` runs each (after a warm-up
+    run), timed in alternating blocks of `block` runs with a pause between blocks,
+    so one runtime's spinning worker threads (onnxruntime's, smelt's) have gone to
+    sleep before the other one starts. The ratio is the median over block pairs of
+    smelt's block median / the peer's: the two blocks of a pair run a moment apart,
+    so slow drifts of this shared machine (seconds long) cancel out."""
     times: tuple[list[float], list[float]] = ([], [])
+    ratios = []
     while len(times[1]) < repeat:
+        medians = []
         for fn, out in zip((peer, smelt), times):
             time.sleep(PAUSE_S)
             fn()
+            runs = []
             for _ in range(min(block, repeat - len(out))):
                 t0 = time.perf_counter()
                 fn()
-                out.append(time.perf_counter() - t0)
-    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
+                runs.append(time.perf_counter() - t0)
+            out.extend(runs)
+            medians.append(statistics.median(runs))
+        ratios.append(medians[1] / medians[0])
+    peer_ms, smelt_ms = (statistics.median(t) * 1e3 for t in times)
+    return peer_ms, smelt_ms, statistics.median(ratios)
 
 
 PAUSE_S = 0.05
@@ -119,12 +130,12 @@ def bench_model(name, build, threads, repeat, level):
         compiled = compile_cpu(model, level, t)
         feeds = random_inputs(compiled)
         sess = ort_session(model, t)
-        ort_ms, smelt_ms = compare_ms(
+        ort_ms, smelt_ms, ratio = compare_ms(
             lambda s=sess, f=feeds: s.run(None, f),
             lambda c=compiled, f=feeds: c.run(f),
             repeat,
         )
-        rows.append((name, t, smelt_ms, "onnxruntime", ort_ms))
+        rows.append((name, t, smelt_ms, "onnxruntime", ort_ms, ratio))
     return rows
 
 
@@ -139,10 +150,10 @@ def bench_gemm(threads, repeat, level, n=1024):
         compiled = compile_cpu(gemm_model(n), level, t)
 
         with threadpool_limits(t):
-            np_ms, smelt_ms = compare_ms(
+            np_ms, smelt_ms, ratio = compare_ms(
                 lambda: a @ b, lambda c=compiled: c.run({"a": a, "b": b}), repeat
             )
-        rows.append((f"gemm {n}^3", t, smelt_ms, "numpy", np_ms))
+        rows.append((f"gemm {n}^3", t, smelt_ms, "numpy", np_ms, ratio))
     return rows
 
 
@@ -159,10 +170,10 @@ def bench_chain(threads, repeat, level, n=16 << 20):
     rows = []
     for t in threads:
         compiled = compile_cpu(chain_model(n), level, t)
-        np_ms, smelt_ms = compare_ms(
+        np_ms, smelt_ms, ratio = compare_ms(
             numpy_chain, lambda c=compiled: c.run({"x": x}), repeat
         )
-        rows.append(("elementwise chain 16M", t, smelt_ms, "numpy", np_ms))
+        rows.append(("elementwise chain 16M", t, smelt_ms, "numpy", np_ms, ratio))
     return rows
 
 
@@ -170,7 +181,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cases", nargs="*", default=[])
     parser.add_argument("--threads", nargs="*", type=int, default=[1, 2])
-    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--level", default="O3")
     args = parser.parse_args(argv)
     rows = []
@@ -185,11 +196,13 @@ def main(argv=None) -> int:
         rows += bench_model(name, build, args.threads, args.repeat, args.level)
         print(f"  done {name}", file=sys.stderr)
     print(
-        f"{'case':<24}{'thr':>4}{'smelt ms':>11}{'peer':>13}{'peer ms':>10}{'ratio':>8}"
+        f"{'case':<24}{'thr':>4}{'smelt ms':>11}{'peer':>13}{'peer ms':>10}"
+        f"{'ratio':>8}{'paired':>8}"
     )
-    for name, t, s_ms, peer, p_ms in rows:
+    for name, t, s_ms, peer, p_ms, paired in rows:
         print(
-            f"{name:<24}{t:>4}{s_ms:>11.2f}{peer:>13}{p_ms:>10.2f}{s_ms / p_ms:>8.2f}"
+            f"{name:<24}{t:>4}{s_ms:>11.2f}{peer:>13}{p_ms:>10.2f}"
+            f"{s_ms / p_ms:>8.2f}{paired:>8.2f}"
         )
     return 0
 
