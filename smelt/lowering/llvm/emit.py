@@ -51,9 +51,9 @@ from smelt.lowering.llvm.types import (
 from smelt.passes.loop_parallelize import THREADS_ATTR
 
 ENTRY = "smelt_main"
+"""The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
 PROFILE_GLOBAL = "smelt_profile"
 """With `EmitOptions.profile`: i64 ticks per call of @main, summed over runs."""
-"""The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
 
 OP_EMITTERS: dict[str, OpEmitter] = {
     **ARITH_EMITTERS,
