@@ -34,6 +34,12 @@ def _loop() -> Dialect:
     return Loop
 
 
+def _target() -> Dialect:
+    from smelt.dialects.target import Target
+
+    return Target
+
+
 def _pass(module: str, cls: str) -> Callable[[], type[ModulePass]]:
     def load() -> type[ModulePass]:
         import importlib
@@ -53,6 +59,19 @@ class LLVMTarget(Target):
         from smelt.lowering.llvm.emit import emit_llvm_ir
 
         output.write(emit_llvm_ir(module))
+
+
+@dataclass(frozen=True)
+class AsmTarget(Target):
+    """Loop-level module → the assembly LLVM makes of it for the module's
+    `#target.cpu` (the host without one); any CPU, whether this one runs it or not."""
+
+    name: ClassVar[str] = "asm"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from smelt.lowering.llvm.jit import assembly
+
+        output.write(assembly(module))
 
 
 @dataclass(frozen=True)
@@ -99,6 +118,7 @@ SMELT_UNIVERSE = Universe(
         },
         "graph": _graph,
         "loop": _loop,
+        "target": _target,
     },
     all_passes={
         "graph-simplify": _pass("smelt.passes.graph_simplify", "GraphSimplifyPass"),
@@ -129,6 +149,9 @@ SMELT_UNIVERSE = Universe(
         ),
         "loop-promote": _pass("smelt.passes.loop_promote", "LoopPromotePass"),
         "loop-schedule": _pass("smelt.passes.loop_schedule", "LoopSchedulePass"),
+        "target-attach-cpu": _pass(
+            "smelt.passes.target_attach_cpu", "TargetAttachCpuPass"
+        ),
         "convert-graph-to-loop": _pass(
             "smelt.lowering.convert_graph_to_loop", "ConvertGraphToLoopPass"
         ),
@@ -136,6 +159,7 @@ SMELT_UNIVERSE = Universe(
     all_targets={
         "mlir": _mlir_target,
         "llvm": lambda: LLVMTarget,
+        "asm": lambda: AsmTarget,
         "triton": lambda: TritonTarget,
     },
     all_frontends={"mlir": _mlir_frontend, "onnx": lambda: OnnxFrontend},

@@ -71,11 +71,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     model = smelt.compile(
         path, args.target, input_shapes=parse_shapes(args.input_shape), level=args.level,
-        threads=args.threads, profile=args.profile,
+        threads=args.threads, profile=args.profile, cpu=args.cpu,
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
           f"{time.perf_counter() - t0:.2f} s  [pipeline: {model.info['pipeline']}]")
+    if "cpu" in model.info:
+        print(f"  cpu {model.info['cpu']}")
     feeds = load_inputs(args.inputs) if args.inputs else random_inputs(model)
     t0 = time.perf_counter()
     outputs = model.run(feeds)
@@ -177,6 +179,26 @@ def cmd_aot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_target(args: argparse.Namespace) -> int:
+    from smelt.passes.target_attach_cpu import attach_pass
+    from smelt.targets.cpu import CpuSchedule
+    from smelt.targets.cpu_spec import CpuSpec
+
+    spec = CpuSpec.parse(args.cpu)
+    print(spec)
+    print(f"  pipeline: {attach_pass(spec)}")
+    print(f"  llvm: cpu={spec.name} features={spec.llvm_features()}")
+    sizes = CpuSchedule.for_spec(spec)
+    print(f"  gemm: {sizes.mr}x{sizes.nr} micro-kernel ({sizes.width} lanes), "
+          f"kc={sizes.kc} mc={sizes.mc} nc={sizes.nc}")
+    return 0
+
+
+CPU_HELP = ("CPU to compile for: host (default) or an LLVM CPU name (x86-64-v3, "
+            "x86-64-v4, znver5, skylake-avx512, …), feature edits may follow: "
+            "znver5,-avx512f")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="smelt", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -189,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", default="cpu")
     run.add_argument("--level", default="O2", help="preset pipeline O0…O3")
     run.add_argument("--threads", type=int, default=1, help="CPU threads (presets)")
+    run.add_argument("--cpu", default="host", help=CPU_HELP)
     run.add_argument("-p", "--pipeline", help="explicit pass pipeline")
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
@@ -196,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", type=int, default=0, metavar="RUNS",
                      help="time every kernel over RUNS more runs (cpu)")
     run.set_defaults(func=cmd_run)
+    tgt = sub.add_parser("target", help="what smelt knows of a CPU (default: this one)")
+    tgt.add_argument("--cpu", default="host", help=CPU_HELP)
+    tgt.set_defaults(func=cmd_target)
     rep = sub.add_parser("report", help="op / kernel counts and traffic after each pass")
     rep.add_argument("model", nargs="?", default=DEFAULT_MODEL)
     rep.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")

@@ -29,12 +29,15 @@ class CompileOptions:
     pipeline: str | None = None  # None: the preset for `level`
     level: str = pipelines.DEFAULT_LEVEL
     threads: int = 1  # worker threads of the CPU presets (loop-parallelize)
+    cpu: str = "host"  # the CPU to compile for (cpu target): see CpuSpec.parse
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def resolved_pipeline(self) -> str:
         if self.pipeline is not None:
-            return self.pipeline
-        return pipelines.preset(self.target, self.level, self.threads)
+            if self.target != "cpu":
+                return self.pipeline
+            return pipelines.with_cpu(self.pipeline, self.cpu)
+        return pipelines.preset(self.target, self.level, self.threads, self.cpu)
 
 
 def import_graph(model: ModelLike, input_shapes: dict | None = None) -> ModuleOp:
@@ -100,17 +103,22 @@ def compile(
     pipeline: str | None = None,
     level: str = pipelines.DEFAULT_LEVEL,
     threads: int = 1,
+    cpu: str = "host",
     input_shapes: dict[str, Sequence[int]] | None = None,
     profile: bool = False,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
-    `profile` (cpu) times every kernel call: `CompiledModel.profile()`."""
+    `cpu` (cpu target) is the CPU to build for: "host", or an LLVM CPU name with
+    feature edits ("x86-64-v3", "znver5,-avx512f"; code for a CPU this one does
+    not cover compiles but refuses to run); `profile` (cpu) times every kernel
+    call: `CompiledModel.profile()`."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
         level=level,
         threads=threads,
+        cpu=cpu,
         input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
     )
     spec = options.resolved_pipeline()
@@ -139,4 +147,6 @@ def compile(
         program = compile_to_native(module, profile=profile)
     times["codegen"] = time.perf_counter() - t0
     info = {"pipeline": spec, "target": target, "seconds": times}
+    if target == "cpu":
+        info["cpu"] = str(program.spec)
     return CompiledModel(program, inputs, outputs, info)

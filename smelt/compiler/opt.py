@@ -36,6 +36,18 @@ class SmeltOptMain(xDSLOptMain):
             action="store_true",
             help="print every constant in full instead of eliding large ones",
         )
+        arg_parser.add_argument(
+            "--cpu",
+            help="attach this CPU before the pipeline (target-attach-cpu): host or "
+            "an LLVM CPU name with feature edits (x86-64-v3, znver5,-avx512f)",
+        )
+
+    def setup_pipeline(self) -> None:
+        if self.args.cpu:
+            from smelt.compiler.pipelines import with_cpu
+
+            self.args.passes = with_cpu(self.args.passes or "", self.args.cpu)
+        super().setup_pipeline()
 
     def run(self) -> None:
         from smelt.dialects import graph

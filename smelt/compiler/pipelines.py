@@ -5,8 +5,10 @@ down to the loop level; the target backend then takes the loop-level module. Eve
 pass option is written out, so the string alone replays a compilation.
 """
 
-from smelt.compiler.schedules import BLOCKS_PER_THREAD, POST_VECTORIZE
 from smelt.errors import SmeltError
+from smelt.passes.target_attach_cpu import attach_pass
+from smelt.targets.cpu import BLOCKS_PER_THREAD, POST_VECTORIZE
+from smelt.targets.cpu_spec import CpuSpec
 
 TARGETS = ("cpu", "gpu")
 
@@ -26,7 +28,7 @@ GRAPH_OPT_NHWC = (
 _LOWER = "convert-graph-to-loop,buffer-plan"
 
 # CPU loop scheduling: pattern kernels tiled, reordered and packed (sizes from
-# smelt/compiler/schedules.py, overridable as loop-schedule options), vectorized,
+# smelt/targets/cpu.py for the module's #target.cpu, overridable as loop-schedule options), vectorized,
 # then register-blocked (unroll the vector columns, unroll-and-jam the rows, keep
 # the C tile in registers across k, and across a conv's window loops, unroll k).
 CPU_LOOP_OPT = f"loop-schedule,loop-vectorize,{POST_VECTORIZE}"
@@ -55,11 +57,16 @@ DEFAULT_LEVEL = "O2"
 THREADED_LEVELS = ("O2", "O3")
 
 
-def preset(target: str, level: str = DEFAULT_LEVEL, threads: int = 1) -> str:
+def preset(
+    target: str, level: str = DEFAULT_LEVEL, threads: int = 1, cpu: str = "host"
+) -> str:
     """The pipeline string of preset `level` (O0…O3) for `target`.
 
-    With `threads` > 1, CPU presets O2/O3 end their loop passes with
-    `loop-parallelize{threads=N}`: the only place a thread count comes from.
+    CPU presets start with `target-attach-cpu` for `cpu` ("host" or an LLVM CPU
+    name with feature edits, see `CpuSpec.parse`), written out in full so that the
+    string replays the build on any machine. With `threads` > 1, CPU presets O2/O3
+    end their loop passes with `loop-parallelize{threads=N}`: the only place a
+    thread count comes from.
     """
     if target not in PRESETS:
         raise SmeltError(f"unknown target '{target}': choose one of {', '.join(PRESETS)}")
@@ -76,4 +83,14 @@ def preset(target: str, level: str = DEFAULT_LEVEL, threads: int = 1) -> str:
         loops = spec.removesuffix(",buffer-plan")
         loops = loops.replace("loop-schedule", f"loop-schedule{{min_blocks={blocks}}}")
         spec = f"{loops},loop-parallelize{{threads={threads}}},buffer-plan"
+    if target == "cpu":
+        spec = with_cpu(spec, cpu)
     return spec
+
+
+def with_cpu(spec: str, cpu: str) -> str:
+    """`spec` starting with the `target-attach-cpu` of `cpu`, unless it attaches
+    a CPU itself."""
+    if "target-attach-cpu" in spec:
+        return spec
+    return f"{attach_pass(CpuSpec.parse(cpu))},{spec}"

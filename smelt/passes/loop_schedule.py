@@ -1,5 +1,5 @@
-"""loop-schedule: applies the CPU schedule of `smelt.compiler.schedules` to every
-kernel whose lowering marked a pattern (`loop.pattern`: matmul, conv2d, window)."""
+"""loop-schedule: applies the CPU schedule of `smelt.targets.cpu` to every kernel
+whose lowering marked a pattern (`loop.pattern`: matmul, conv2d, window)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from smelt.compiler import schedules
 from smelt.dialects import loop
+from smelt.targets import cpu as schedules
+from smelt.targets.cpu_spec import of_module
 from smelt.passes import (
     loop_fuse,
     loop_interchange,
@@ -89,7 +90,7 @@ def transposed_dim(kernel: func.FuncOp) -> tuple[int, int] | None:
 
 
 def schedule(
-    module: ModuleOp, kernel: func.FuncOp, target: schedules.CpuTarget
+    module: ModuleOp, kernel: func.FuncOp, target: schedules.CpuSchedule
 ) -> list[schedules.Step]:
     """The schedule steps for a kernel, by its pattern; a `pack_constant` step gets
     the kernel argument of the GEMM's B operand."""
@@ -151,7 +152,8 @@ class LoopSchedulePass(ModulePass):
     constant) packed at compile time in that loop order (loop-pack-constant).
     For `"window"` (pools, LRN) it unrolls small windows (`schedules.window`),
     so the loop around them is innermost and vectorizes. Every size is an
-    option (defaults: `schedules.CpuTarget`). Kernels without a pattern, or too
+    option; 0 (the default) takes it from the module's `#target.cpu`
+    (`CpuSchedule.for_spec`; an AVX2 core when the module has none). Kernels without a pattern, or too
     small to vectorize, are left alone. The result computes the same sums in the
     same k order; `loop-vectorize` and `schedules.POST_VECTORIZE` then build the
     register-blocked micro-kernel.
@@ -165,30 +167,26 @@ class LoopSchedulePass(ModulePass):
     name = "loop-schedule"
 
     kernel: str = "*"
-    mr: int = schedules.CpuTarget.mr
-    nr: int = schedules.CpuTarget.nr
-    kc: int = schedules.CpuTarget.kc
-    mc: int = schedules.CpuTarget.mc
-    nc: int = schedules.CpuTarget.nc
-    width: int = schedules.CpuTarget.width
-    transpose_tile: int = schedules.CpuTarget.transpose_tile
-    min_blocks: int = schedules.CpuTarget.min_blocks
+    mr: int = 0
+    nr: int = 0
+    kc: int = 0
+    mc: int = 0
+    nc: int = 0
+    width: int = 0
+    transpose_tile: int = 0
+    min_blocks: int = 1
     max_pack_bytes: int = 1 << 20
 
-    def target(self) -> schedules.CpuTarget:
-        return schedules.CpuTarget(
-            width=self.width,
-            mr=self.mr,
-            nr=self.nr,
-            kc=self.kc,
-            mc=self.mc,
-            nc=self.nc,
-            transpose_tile=self.transpose_tile,
-            min_blocks=self.min_blocks,
-        )
+    def target(self, op: ModuleOp) -> schedules.CpuSchedule:
+        """The module's target sizes (`#target.cpu`, see `CpuSchedule.for_spec`),
+        each one replaced by its option where that is not 0."""
+        derived = schedules.CpuSchedule.for_spec(of_module(op), self.min_blocks)
+        names = ("mr", "nr", "kc", "mc", "nc", "width", "transpose_tile")
+        given = {n: getattr(self, n) for n in names if getattr(self, n)}
+        return replace(derived, **given)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        target = self.target()
+        target = self.target(op)
         for kernel in loop_nest.kernels(op, self.kernel):
             for step in schedule(op, kernel, target):
                 apply_step(op, kernel, step, self.max_pack_bytes)

@@ -32,6 +32,7 @@ from smelt.passes.loop_analysis import (
     is_elementwise_kernel,
     may_alias,
 )
+from smelt.targets.cpu_spec import of_module
 
 _ARITH = (
     "constant addf subf mulf divf negf maximumf minimumf maxnumf minnumf addi subi "
@@ -373,7 +374,8 @@ def innermost_loops(kernel: func.FuncOp) -> list[loop.ForOp]:
 
 @dataclass(frozen=True)
 class LoopVectorizePass(ModulePass):
-    """Rewrites innermost `loop.for` loops into loops over `width`-lane vectors.
+    """Rewrites innermost `loop.for` loops into loops over `width`-lane vectors
+    (0, the default: the f32 lanes of the module's `#target.cpu`, 8 without one).
 
     Expects loop-level kernels. A loop is vectorized when its step is 1, it runs at
     least `width` times, its body holds only loads, stores and elementwise
@@ -412,17 +414,18 @@ class LoopVectorizePass(ModulePass):
 
     name = "loop-vectorize"
 
-    width: int = 8
+    width: int = 0
     reassoc: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.width < 2:
+        width = self.width or of_module(op).lanes(32)
+        if width < 2:
             return
         for kernel in op.ops:
             if not (isinstance(kernel, func.FuncOp) and loop.is_kernel(kernel)):
                 continue
             for target in innermost_loops(kernel):
-                vectorizer = LoopVectorizer(target, self.width, self.reassoc)
+                vectorizer = LoopVectorizer(target, width, self.reassoc)
                 try:
                     vectorizer.check()
                     vectorizer.rewrite()

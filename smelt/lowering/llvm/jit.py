@@ -15,12 +15,14 @@ from llvmlite import ir
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 
 from smelt.dialects.dtypes import to_numpy
+from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm, threads
-from smelt.lowering.llvm.emit import ENTRY, PROFILE_GLOBAL, lower_module
+from smelt.lowering.llvm.emit import ENTRY, PROFILE_GLOBAL, LoweredModule, lower_module
 from smelt.lowering.llvm.emit_kernel import EmitOptions
 from smelt.lowering.llvm.plan import aligned_empty
 from smelt.lowering.llvm.types import buffer_info
+from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
@@ -37,17 +39,23 @@ def _initialize() -> None:
     threads.register_symbols()
 
 
-def host_target_machine(opt_level: int = 3) -> llvm.TargetMachine:
-    """A target machine for this CPU with all of its features (AVX2, FMA, ...)."""
+def target_machine(spec: CpuSpec, opt_level: int = 3) -> llvm.TargetMachine:
+    """A target machine for `spec`'s CPU name and features (host or not)."""
     _initialize()
     target = llvm.Target.from_triple(llvm.get_process_triple())
     return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
+        cpu=spec.name,
+        features=spec.llvm_features(),
         opt=opt_level,
         codemodel="jitdefault",
         jit=True,
     )
+
+
+def module_spec(module: ModuleOp) -> CpuSpec:
+    """The module's `#target.cpu`, or the host when it has none."""
+    attr = cpu_target(module)
+    return host() if attr is None else CpuSpec.from_attr(attr)
 
 
 def optimize(
@@ -95,10 +103,13 @@ class NativeProgram:
         weight_bytes: int,
         threads: int = 1,
         profiled_calls: tuple[str, ...] = (),
+        spec: CpuSpec | None = None,
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
         self._engine, self._module, self._tm = engine, mod, tm
         self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
+        self.spec = spec or host()
+        self.missing_features = host_lacks(self.spec)
         self.arena_bytes = arena_bytes
         self.weight_bytes = weight_bytes
         self.input_names, self.output_names = input_names, output_names
@@ -126,7 +137,7 @@ class NativeProgram:
             address = engine.get_global_value_address(PROFILE_GLOBAL)
             ticks = (ctypes.c_int64 * len(profiled_calls)).from_address(address)
             self._ticks = np.ctypeslib.as_array(ticks)
-        if threads > 1:
+        if threads > 1 and not self.missing_features:
             self._start_pool()
 
     def profile(self, reset: bool = True) -> list[tuple[str, int]]:
@@ -163,6 +174,13 @@ class NativeProgram:
 
     def run(self, args: list[np.ndarray]) -> None:
         """Runs the model; outputs (the trailing args) are written in place."""
+        if self.missing_features:
+            raise SmeltError(
+                f"this model was compiled for {self.spec.name} with "
+                f"{', '.join(self.missing_features)}, which this CPU "
+                f"({host().name}) lacks: compile it with cpu='host' (--cpu host) or "
+                "for a CPU this one covers (e.g. x86-64-v3)"
+            )
         if len(args) != len(self._signature):
             raise SmeltError(
                 f"the model takes {len(self._signature)} buffers (inputs then outputs), "
@@ -211,7 +229,7 @@ def tick_seconds() -> float:
     )
     builder = ir.IRBuilder(fn.append_basic_block())
     builder.ret(builder.call(clock, []))
-    tm = host_target_machine()
+    tm = target_machine(host())
     mod = llvm.parse_assembly(str(module))
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
@@ -243,24 +261,17 @@ def _same_storage(given: np.dtype, expected: np.dtype) -> bool:
     return signless and given.itemsize == expected.itemsize
 
 
-def compile_to_native(
+def build(
     module: ModuleOp,
     opt_level: int = 3,
-    fast_math: bool = False,
+    options: EmitOptions | None = None,
     unroll: bool = False,
-    profile: bool = False,
-) -> NativeProgram:
-    """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main.
-
-    `fast_math` adds `reassoc nsz` to float ops (so float reductions vectorize);
-    `unroll` turns on LLVM's loop unroller (see `optimize`); `profile` times every
-    kernel call (`NativeProgram.profile`).
-    """
-    options = EmitOptions(fast_math=fast_math, profile=profile)
-    lowered = lower_module(module, options)
-    if lowered.plan is None:
-        raise SmeltError("the module has no @main: nothing to run")
-    tm = host_target_machine(opt_level)
+) -> tuple[llvm.ModuleRef, llvm.TargetMachine, CpuSpec, LoweredModule]:
+    """Emits, verifies and optimizes a loop-level module for its `#target.cpu`
+    (the host without one): LLVM module, target machine, spec, lowering."""
+    lowered = lower_module(module, options or EmitOptions())
+    spec = module_spec(module)
+    tm = target_machine(spec, opt_level)
     try:
         mod = llvm.parse_assembly(str(lowered.ir_module))
         mod.verify()
@@ -272,6 +283,35 @@ def compile_to_native(
     mod.data_layout = str(tm.target_data)
     if opt_level > 0:
         optimize(mod, tm, opt_level, unroll)
+    return mod, tm, spec, lowered
+
+
+def assembly(module: ModuleOp, opt_level: int = 3, fast_math: bool = False) -> str:
+    """The assembly of a loop-level module for its `#target.cpu`, whether this
+    machine can run it or not (kernels without @main too)."""
+    mod, tm, _, _ = build(module, opt_level, EmitOptions(fast_math=fast_math))
+    return tm.emit_assembly(mod)
+
+
+def compile_to_native(
+    module: ModuleOp,
+    opt_level: int = 3,
+    fast_math: bool = False,
+    unroll: bool = False,
+    profile: bool = False,
+) -> NativeProgram:
+    """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main,
+    for the module's `#target.cpu` (the host without one). Code for a CPU whose
+    features the host lacks compiles (`asm`, `llvm_ir`) and refuses to run.
+
+    `fast_math` adds `reassoc nsz` to float ops (so float reductions vectorize);
+    `unroll` turns on LLVM's loop unroller (see `optimize`); `profile` times every
+    kernel call (`NativeProgram.profile`).
+    """
+    options = EmitOptions(fast_math=fast_math, profile=profile)
+    mod, tm, spec, lowered = build(module, opt_level, options, unroll)
+    if lowered.plan is None:
+        raise SmeltError("the module has no @main: nothing to run")
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     return NativeProgram(
@@ -286,4 +326,5 @@ def compile_to_native(
         lowered.plan.weight_bytes,
         lowered.threads,
         lowered.profiled_calls,
+        spec,
     )

@@ -1,15 +1,19 @@
 """CPU schedules: which loop primitives run on which kernel pattern, with which
-sizes. Decisions only; the mechanics are the loop passes (tile, interchange,
-pack, unroll, promote) that `loop-schedule` applies in this order."""
+sizes, derived from a `CpuSpec`. Decisions only; the mechanics are the loop passes
+(tile, interchange, pack, unroll, promote) that `loop-schedule` applies in this
+order."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from smelt.targets.cpu_spec import CpuSpec
+
 
 @dataclass(frozen=True)
-class CpuTarget:
-    """What the schedule is sized for (2-core AVX2+FMA host: 16 ymm registers)."""
+class CpuSchedule:
+    """The sizes a schedule uses (defaults: an AVX2 + FMA core, 16 ymm registers);
+    `for_spec` derives them from a CPU."""
 
     width: int = 8  # f32 lanes of a vector register
     mr: int = 6  # micro-kernel rows: accumulators = mr · nr / width (12 of 16 ymm)
@@ -21,6 +25,31 @@ class CpuTarget:
     unroll_k: int = 4  # a conv's channel loop this short is unrolled (RGB input)
     min_blocks: int = 1  # outer m × n blocks (threads): smaller blocks if fewer
     transpose_tile: int = 16  # tile of a transpose's two contiguous dims (L1)
+
+    @staticmethod
+    def for_spec(spec: CpuSpec, min_blocks: int = 1) -> CpuSchedule:
+        """Sizes from the CPU: the micro-kernel holds `vector_registers / 8`
+        vector columns of C and as many rows as the registers allow beside one B
+        vector per column and the A broadcast (16 ymm: 6 × 16, 12 accumulators;
+        32 zmm: 6 × 64, 24 accumulators: measured on Zen 5 against 14 × 32, which
+        spills in the k loop, and 8 × 48); the kc × nr B sliver fills half of
+        L1d, the mc × kc A block a quarter of L2, the kc × nc B block L2."""
+        width = spec.lanes(32)
+        columns = max(1, spec.vector_registers // 8)
+        nr = columns * width
+        mr = (spec.vector_registers - columns - 1) // columns
+        kc = _round(spec.l1d // 2 // (nr * 4), 8)
+        mc = _round(spec.l2 // 4 // (kc * 4), mr)
+        nc = _round(spec.l2 // (kc * 4), nr)
+        return CpuSchedule(
+            width=width, mr=mr, nr=nr, kc=kc, mc=mc, nc=nc, min_blocks=min_blocks,
+            transpose_tile=max(16, width),
+        )  # fmt: skip
+
+
+def _round(size: int, unit: int) -> int:
+    """`size` rounded down to a multiple of `unit` (at least one unit)."""
+    return max(unit, size // unit * unit)
 
 
 @dataclass(frozen=True)
@@ -84,7 +113,7 @@ def _fit(size: int, extent: int, multiple: int) -> int:
 
 
 def matmul(
-    m: int, n: int, k: int, t: CpuTarget, constant_b: bool = False
+    m: int, n: int, k: int, t: CpuSchedule, constant_b: bool = False
 ) -> list[Step]:
     """Register-blocked, cache-blocked, packed GEMM on the m-k-n band; a constant
     B (weights) is packed at compile time, in the order the loops read it."""
@@ -144,7 +173,7 @@ def _parallel(
     return mc, nc
 
 
-def conv2d(m: int, n: int, k: int, t: CpuTarget) -> list[Step]:
+def conv2d(m: int, n: int, k: int, t: CpuSchedule) -> list[Step]:
     """Implicit GEMM (M output pixels, N output channels, K input channels per
     window position): the matmul blocking without packing (the weights are packed
     at compile time, the input is read in place), window loops inside the
@@ -168,7 +197,7 @@ def conv2d(m: int, n: int, k: int, t: CpuTarget) -> list[Step]:
     return steps
 
 
-def transpose(rank: int, read: int, t: CpuTarget) -> list[Step]:
+def transpose(rank: int, read: int, t: CpuSchedule) -> list[Step]:
     """A transpose copy (loops d0…d{rank-1} over the result, `read` the one along
     the source's contiguous dim): both contiguous dims tiled, the tile loops
     outside, so the source and result lines of a tile stay in L1."""
@@ -182,7 +211,7 @@ def transpose(rank: int, read: int, t: CpuTarget) -> list[Step]:
     return [*tiles, Step("interchange", order=order)]
 
 
-def window(size: int, t: CpuTarget) -> list[Step]:
+def window(size: int, t: CpuSchedule) -> list[Step]:
     """Unroll a small window reduction (a pool's kh × kw, LRN's channels), so the
     loop around it is innermost and vectorizes."""
     if size > MAX_WINDOW_UNROLL:
