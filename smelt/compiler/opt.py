@@ -4,6 +4,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from xdsl.utils.exceptions import DiagnosticException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from smelt.errors import SmeltError
@@ -59,7 +60,7 @@ class SmeltOptMain(xDSLOptMain):
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         SmeltOptMain(args=argv).run()
-    except SmeltError as e:
+    except (SmeltError, DiagnosticException) as e:
         print(f"smelt-opt: error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -101,7 +101,9 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
     functions = {k.sym_name.data: (declare_kernel(ir_module, k), k) for k in kernels}
     for fn, kernel in functions.values():
         KernelEmitter(fn, kernel, OP_EMITTERS, options).emit()
-    if main is None:
+    if main is None:  # a library of kernels: keep them all, exported
+        for fn, _ in functions.values():
+            fn.linkage = ""
         return LoweredModule(ir_module, None, [], [], [])
     plan = plan_memory(main)
     calls = _emit_entry(ir_module, main, functions, plan, options.profile)
