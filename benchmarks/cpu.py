@@ -5,6 +5,10 @@ a table of ratios. smelt runs the preset of `--level` with `threads`
 
     python benchmarks/cpu.py                      # every case, 1 and 2 threads
     python benchmarks/cpu.py --cases mlp gemm --threads 1 --repeat 20
+    python benchmarks/cpu.py --cpus host x86-64-v3   # the AVX2 code too
+
+Unset OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE in the command that runs it (they slow
+a current numpy); the header says which OpenBLAS kernel ran.
 
 A ratio below 1 means smelt is faster than the peer: `ratio` divides the two
 medians, `paired` is the median ratio of adjacent blocks (see `compare_ms`).
@@ -15,10 +19,12 @@ the number.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -94,7 +100,7 @@ def model_cases(names):
                 onnx.load(models.light_model_path(name)), seed=0
             )
     if not names or "mlp" in names:
-        cases["mlp"] = models.mlp_model
+        cases["mlp"] = models.mlp_gelu_model  # 64 × 1024 → 4096 → 1024, erf-GELU
     if not names or "encoder" in names:
         cases["encoder"] = models.encoder_layer_model
     return cases
@@ -112,52 +118,107 @@ def ort_session(model: onnx.ModelProto, threads: int):
     )
 
 
-def compile_cpu(model, level: str, threads: int):
-    """smelt's CPU preset `level` running parallel loops on `threads` threads."""
+def compile_cpu(model, level: str, threads: int, cpu: str = "host"):
+    """smelt's CPU preset `level` for `cpu`, parallel loops on `threads` threads;
+    (compiled model, compile seconds)."""
     import smelt
-    from smelt.compiler import pipelines
 
-    pipeline = pipelines.preset("cpu", level, threads)
-    return smelt.compile(model, "cpu", pipeline=pipeline)
+    t0 = time.perf_counter()
+    compiled = smelt.compile(model, "cpu", level=level, threads=threads, cpu=cpu)
+    return compiled, time.perf_counter() - t0
 
 
-def bench_model(name, build, threads, repeat, level):
+@dataclass
+class Row:
+    case: str
+    cpu: str
+    threads: int
+    smelt_ms: float
+    peer: str
+    peer_ms: float
+    paired: float
+    compile_s: float = float("nan")
+    error: float = float("nan")  # max |smelt - peer| / max |peer|
+    note: str = ""
+
+
+def rel_error(ours: dict, theirs: dict) -> float:
+    worst = 0.0
+    for name, ref in theirs.items():
+        got = ours[name].astype(np.float64)
+        worst = max(worst, float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30)))
+    return worst
+
+
+def bench_model(name, build, threads, repeat, level, cpus):
     from smelt.compiler.cli import random_inputs
 
     model = build()
     rows = []
-    for t in threads:
-        compiled = compile_cpu(model, level, t)
-        feeds = random_inputs(compiled)
-        sess = ort_session(model, t)
-        ort_ms, smelt_ms, ratio = compare_ms(
-            lambda s=sess, f=feeds: s.run(None, f),
-            lambda c=compiled, f=feeds: c.run(f),
-            repeat,
-        )
-        rows.append((name, t, smelt_ms, "onnxruntime", ort_ms, ratio))
+    for cpu in cpus:
+        for t in threads:
+            compiled, seconds = compile_cpu(model, level, t, cpu)
+            feeds = random_inputs(compiled)
+            sess = ort_session(model, t)
+            names = [o.name for o in sess.get_outputs()]
+            error = rel_error(compiled.run(feeds), dict(zip(names, sess.run(names, feeds))))
+            ort_ms, smelt_ms, ratio = compare_ms(
+                lambda s=sess, f=feeds: s.run(None, f),
+                lambda c=compiled, f=feeds: c.run(f),
+                repeat,
+            )
+            rows.append(Row(name, cpu, t, smelt_ms, "onnxruntime", ort_ms, ratio,
+                            seconds, error))  # fmt: skip
+            del compiled, sess
     return rows
 
 
-def bench_gemm(threads, repeat, level, n=1024):
+def bench_gemm(threads, repeat, level, cpus, n=1024):
+    from threadpoolctl import threadpool_limits
+
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     rows = []
-    for t in threads:
-        from threadpoolctl import threadpool_limits
-
-        compiled = compile_cpu(gemm_model(n), level, t)
-
-        with threadpool_limits(t):
-            np_ms, smelt_ms, ratio = compare_ms(
-                lambda: a @ b, lambda c=compiled: c.run({"a": a, "b": b}), repeat
-            )
-        rows.append((f"gemm {n}^3", t, smelt_ms, "numpy", np_ms, ratio))
+    for cpu in cpus:
+        for t in threads:
+            compiled, seconds = compile_cpu(gemm_model(n), level, t, cpu)
+            with threadpool_limits(t):
+                error = rel_error(compiled.run({"a": a, "b": b}), {"c": a @ b})
+                np_ms, smelt_ms, ratio = compare_ms(
+                    lambda: a @ b, lambda c=compiled: c.run({"a": a, "b": b}), repeat
+                )
+            flops = 2 * n**3
+            note = (f"smelt {flops / smelt_ms / 1e6:.0f} GFLOP/s, numpy "
+                    f"{flops / np_ms / 1e6:.0f}: {np_ms / smelt_ms:.0%} of OpenBLAS")
+            rows.append(Row(f"gemm {n}^3", cpu, t, smelt_ms, "numpy", np_ms, ratio,
+                            seconds, error, note))  # fmt: skip
+            del compiled
     return rows
 
 
-def bench_chain(threads, repeat, level, n=16 << 20):
+def threaded_copy(src: np.ndarray, dst: np.ndarray, threads: int):
+    """np.copyto over `threads` equal slices, one Python thread each (copyto
+    releases the GIL): the host's copy bandwidth at that thread count."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if threads == 1:
+        return lambda: np.copyto(dst, src), None
+    pool = ThreadPoolExecutor(threads)
+    parts = [(s, d) for s, d in zip(np.array_split(src, threads),
+                                    np.array_split(dst, threads))]  # fmt: skip
+
+    def run():
+        for f in [pool.submit(np.copyto, d, s) for s, d in parts]:
+            f.result()
+
+    return run, pool
+
+
+def bench_chain(threads, repeat, level, cpus, n=16 << 20):
+    """The fused chain against numpy, and against a plain copy of the same bytes
+    (one read and one write of 64 MB) on as many threads: `paired` is the chain's
+    time over the copy's, so 1.25 means 80% of the copy bandwidth."""
     x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
     out = np.empty_like(x)
 
@@ -167,43 +228,84 @@ def bench_chain(threads, repeat, level, n=16 << 20):
         np.tanh(out, out=out)
         np.multiply(out, x, out=out)
 
+    numpy_chain()
+    reference = {"y": out.astype(np.float64)}
     rows = []
-    for t in threads:
-        compiled = compile_cpu(chain_model(n), level, t)
-        np_ms, smelt_ms, ratio = compare_ms(
-            numpy_chain, lambda c=compiled: c.run({"x": x}), repeat
-        )
-        rows.append(("elementwise chain 16M", t, smelt_ms, "numpy", np_ms, ratio))
+    for cpu in cpus:
+        for t in threads:
+            compiled, seconds = compile_cpu(chain_model(n), level, t, cpu)
+            y = np.empty_like(x)
+            error = rel_error(compiled.run({"x": x}), reference)
+            run = lambda c=compiled: c.run({"x": x}, outputs={"y": y})  # noqa: E731
+            np_ms, smelt_ms, ratio = compare_ms(numpy_chain, run, repeat)
+            rows.append(Row("elementwise chain 16M", cpu, t, smelt_ms, "numpy", np_ms,
+                            ratio, seconds, error))  # fmt: skip
+            copy, pool = threaded_copy(x, out, t)
+            copy_ms, smelt_ms, ratio = compare_ms(copy, run, repeat)
+            gbs = 2 * x.nbytes / 1e6
+            note = (f"copy {gbs / copy_ms:.1f} GB/s, chain {gbs / smelt_ms:.1f} GB/s: "
+                    f"{copy_ms / smelt_ms:.0%} of the copy bandwidth")
+            rows.append(Row("chain vs copy 16M", cpu, t, smelt_ms, f"copy {t}T", copy_ms,
+                            ratio, note=note))  # fmt: skip
+            if pool is not None:
+                pool.shutdown()
+            del compiled
     return rows
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def print_table(rows: list[Row], args) -> None:
+    from hostinfo import header_lines
+
+    for line in header_lines():
+        print(f"# {line}")
+    print(f"# level {args.level}, {args.repeat} timed runs each, alternating blocks "
+          f"of 4; paired = median over block pairs of smelt / peer (below 1: smelt "
+          "faster); error = max|smelt - peer| / max|peer|")  # fmt: skip
+    print()
+    print("| case | cpu | thr | smelt ms | peer | peer ms | ratio | paired | compile s "
+          "| error | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.case} | {r.cpu} | {r.threads} | {r.smelt_ms:.2f} | {r.peer} | "
+              f"{r.peer_ms:.2f} | {r.smelt_ms / r.peer_ms:.2f} | {r.paired:.2f} | "
+              f"{r.compile_s:.1f} | {r.error:.1e} | {r.note} |")  # fmt: skip
+    models = [r for r in rows if r.peer == "onnxruntime"]
+    print()
+    for cpu in dict.fromkeys(r.cpu for r in models):
+        for t in dict.fromkeys(r.threads for r in models):
+            mine = [r for r in models if r.cpu == cpu and r.threads == t]
+            worst = max(mine, key=lambda r: r.paired)
+            print(f"models vs onnxruntime, cpu {cpu}, {t} thread(s): geometric mean "
+                  f"{geomean([r.paired for r in mine]):.2f}, worst {worst.paired:.2f} "
+                  f"({worst.case}), {len(mine)} models")  # fmt: skip
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cases", nargs="*", default=[])
     parser.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    parser.add_argument("--cpus", nargs="*", default=["host"],
+                        help="CPUs to compile for (host, x86-64-v3, ...)")
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--level", default="O3")
     args = parser.parse_args(argv)
-    rows = []
+    rows: list[Row] = []
     wanted = set(args.cases)
     if not wanted or "gemm" in wanted:
-        rows += bench_gemm(args.threads, args.repeat, args.level)
+        rows += bench_gemm(args.threads, args.repeat, args.level, args.cpus)
     if not wanted or "chain" in wanted:
-        rows += bench_chain(args.threads, args.repeat, args.level)
+        rows += bench_chain(args.threads, args.repeat, args.level, args.cpus)
     model_names = wanted - {"gemm", "chain"}
     models = model_cases(model_names) if model_names or not wanted else {}
     for name, build in models.items():
-        rows += bench_model(name, build, args.threads, args.repeat, args.level)
+        rows += bench_model(name, build, args.threads, args.repeat, args.level,
+                            args.cpus)  # fmt: skip
         print(f"  done {name}", file=sys.stderr)
-    print(
-        f"{'case':<24}{'thr':>4}{'smelt ms':>11}{'peer':>13}{'peer ms':>10}"
-        f"{'ratio':>8}{'paired':>8}"
-    )
-    for name, t, s_ms, peer, p_ms, paired in rows:
-        print(
-            f"{name:<24}{t:>4}{s_ms:>11.2f}{peer:>13}{p_ms:>10.2f}"
-            f"{s_ms / p_ms:>8.2f}{paired:>8.2f}"
-        )
+    print_table(rows, args)
     return 0
 
 

@@ -320,3 +320,41 @@ def _ln(inits: list, rng: np.random.Generator, name: str, hidden: int) -> str:
     inits.append(_init(f"{name}_s", scale.astype(np.float32)))
     inits.append(_init(f"{name}_b", rng.standard_normal(hidden, np.float32) * 0.1))
     return f"{name}_s"
+
+
+def mlp_gelu_model(
+    batch: int = 64, d_in: int = 1024, hidden: int = 4096, d_out: int = 1024, seed: int = 0
+) -> onnx.ModelProto:
+    """x[batch, d_in] → MatMul+Add → erf-GELU (as torch.onnx exports it: Div, Erf,
+    Add, Mul, Mul) → MatMul+Add: a transformer feed-forward block (opset 17)."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((d_in, hidden), np.float32) / np.float32(math.sqrt(d_in))
+    w2 = rng.standard_normal((hidden, d_out), np.float32) / np.float32(
+        math.sqrt(hidden)
+    )
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h0"]),
+        helper.make_node("Add", ["h0", "b1"], ["h1"]),
+        helper.make_node("Div", ["h1", "sqrt2"], ["g0"]),
+        helper.make_node("Erf", ["g0"], ["g1"]),
+        helper.make_node("Add", ["g1", "one"], ["g2"]),
+        helper.make_node("Mul", ["h1", "g2"], ["g3"]),
+        helper.make_node("Mul", ["g3", "half"], ["g4"]),
+        helper.make_node("MatMul", ["g4", "w2"], ["y0"]),
+        helper.make_node("Add", ["y0", "b2"], ["y"]),
+    ]
+    scalar = {"sqrt2": math.sqrt(2.0), "one": 1.0, "half": 0.5}
+    graph = helper.make_graph(
+        nodes,
+        "mlp_gelu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, d_in])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, d_out])],
+        [
+            _init("w1", w1),
+            _init("b1", rng.standard_normal(hidden, np.float32) * np.float32(0.1)),
+            _init("w2", w2),
+            _init("b2", rng.standard_normal(d_out, np.float32) * np.float32(0.1)),
+            *(_init(k, np.array(v, np.float32)) for k, v in scalar.items()),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
