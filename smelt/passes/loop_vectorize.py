@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, vector
 from xdsl.dialects.builtin import (
+    BoolAttr,
+    AnyFloat,
     DenseIntOrFPElementsAttr,
     Float16Type,
     Float32Type,
@@ -29,8 +31,10 @@ from smelt.passes.loop_analysis import (
     Access,
     Affine,
     affine_form,
+    enclosing_kernel,
     is_elementwise_kernel,
     may_alias,
+    nbytes,
 )
 from smelt.targets.cpu_spec import of_module
 
@@ -108,10 +112,13 @@ def _neutral(t: Attribute, value: float | str, width: int) -> list[Operation]:
 class LoopVectorizer:
     """Vectorizes one innermost loop: `check` refuses, `rewrite` commits."""
 
-    def __init__(self, op: loop.ForOp, width: int, reassoc: bool):
+    def __init__(
+        self, op: loop.ForOp, width: int, reassoc: bool, stream_bytes: int = 0
+    ):
         self.loop = op
         self.width = width
         self.reassoc = reassoc
+        self.stream_bytes = stream_bytes
         self.block = op.body.block
         self.iv = self.block.args[0]
         self.varying: set[SSAValue] = set()
@@ -166,6 +173,24 @@ class LoopVectorizer:
         self.accesses[op] = Access(op, buffer, indices, is_store)
         if contiguous and not is_store:
             self.varying.update(op.results)
+
+    def _streams(self, buffer: SSAValue) -> bool:
+        """A store bypasses the caches (nontemporal) when it writes a buffer of
+        `stream_bytes` or more that its kernel never reads: nothing reads it back
+        soon, and streaming saves the read for ownership of every line."""
+        t = buffer.type
+        if not (
+            self.stream_bytes > 0
+            and isinstance(t, MemRefType)
+            and isinstance(t.element_type, IntegerType | AnyFloat)
+            and nbytes(t) >= self.stream_bytes
+        ):
+            return False
+        kernel = enclosing_kernel(self.loop)
+        return kernel is not None and not any(
+            isinstance(o, memref.LoadOp | vector.LoadOp) and o.operands[0] is buffer
+            for o in kernel.walk()
+        )
 
     def _check_aliasing(self) -> None:
         """Vector order (all lanes of each op, op after op) must not change what any
@@ -273,7 +298,11 @@ class LoopVectorizer:
             elif isinstance(inner, memref.StoreOp):
                 value = self.vector(inner.value)
                 indices = [self.lane0(i) for i in inner.indices]
-                self._add(vector.StoreOp(value, inner.memref, indices))
+                stream = self._streams(inner.memref)
+                store = vector.StoreOp(value, inner.memref, indices)
+                if stream:
+                    store.properties["nontemporal"] = BoolAttr.from_bool(True)
+                self._add(store)
             elif isinstance(inner, loop.YieldOp):
                 values = [self.vector(inner.values[r.index]) for r in self.reductions]
                 self._add(loop.YieldOp(*values))
@@ -387,7 +416,10 @@ class LoopVectorizePass(ModulePass):
     left unchanged.
 
     Output: a vector loop of step `width` over the first ⌊n/width⌋·width
-    iterations, then the original loop over the rest (the remainder).
+    iterations, then the original loop over the rest (the remainder). Vector
+    stores to buffers of `stream_bytes` or more that the kernel never reads are
+    `nontemporal` (0, the default: the module's `CpuSpec.streaming_store_bytes`;
+    -1: never).
     Loop-invariant values (invariant loads included: no store of the loop may
     touch them) are computed once before the vector loop and broadcast.
     Reductions accumulate per lane from the neutral element and meet the initial
@@ -416,16 +448,19 @@ class LoopVectorizePass(ModulePass):
 
     width: int = 0
     reassoc: bool = True
+    stream_bytes: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        width = self.width or of_module(op).lanes(32)
+        spec = of_module(op)
+        width = self.width or spec.lanes(32)
+        stream = self.stream_bytes or spec.streaming_store_bytes
         if width < 2:
             return
         for kernel in op.ops:
             if not (isinstance(kernel, func.FuncOp) and loop.is_kernel(kernel)):
                 continue
             for target in innermost_loops(kernel):
-                vectorizer = LoopVectorizer(target, width, self.reassoc)
+                vectorizer = LoopVectorizer(target, width, self.reassoc, max(stream, 0))
                 try:
                     vectorizer.check()
                     vectorizer.rewrite()

@@ -151,6 +151,12 @@ class CpuSpec:
         return 7 if self.has("avx512f") else 0
 
     @property
+    def streaming_store_bytes(self) -> int:
+        """Buffers this large are written around the caches (nontemporal stores):
+        past the L3 they would not be there when read back anyway."""
+        return self.l3
+
+    @property
     def fma(self) -> bool:
         return self.has("fma")
 

@@ -90,6 +90,32 @@ def test_elementwise_with_math(n):
     assert vector_loops(module) == (1 if n >= 8 else 0)
 
 
+@pytest.mark.parametrize("offset", [0, 1, 5])
+def test_streaming_stores_at_any_alignment(offset):
+    """Stores to a buffer the kernel never reads stream (nontemporal) past
+    `stream_bytes`; the rows of a 5 x 37 output start at every alignment, and the
+    output itself is moved by `offset` floats, so aligned and unaligned vectors
+    both occur (streamed and plainly stored)."""
+    rng = np.random.default_rng(offset)
+    rows, n = 5, 37
+    a = rng.uniform(-3, 3, (rows, n)).astype(np.float32)
+    s = rng.uniform(-2, 2, rows).astype(np.float32)
+    b = rng.uniform(-1, 1, n).astype(np.float32)
+    src = row_kernel(rows, n)
+    plain, _ = compiled(src, "loop-vectorize{width=8 stream_bytes=-1}")
+    streamed, module = compiled(src, "loop-vectorize{width=8 stream_bytes=64}")
+    stores = [op for op in module.walk() if op.name == "vector.store"]
+    assert stores and all(op.properties["nontemporal"].value.data for op in stores)
+    assert "!nontemporal" in streamed.llvm_ir and "sfence" in streamed.llvm_ir
+    assert "!nontemporal" not in plain.llvm_ir
+    want = np.zeros_like(a)
+    plain.run([a, s, b, want])
+    storage = np.full(rows * n + 16, np.nan, np.float32)
+    got = storage[offset : offset + rows * n].reshape(rows, n)
+    streamed.run([a, s, b, got])
+    np.testing.assert_array_equal(got, want)
+
+
 REDUCE = {
     "arith.addf": ("0.0", lambda a: a.sum(axis=1, dtype=np.float64), "f32"),
     "arith.mulf": ("1.0", lambda a: a.prod(axis=1, dtype=np.float64), "f32"),

@@ -19,6 +19,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from smelt.dialects.loop import ForOp, YieldOp
 from smelt.errors import SmeltError
+from smelt.lowering.llvm.emit_vector import fence_streams
 from smelt.lowering.llvm.types import (
     I64,
     PTR,
@@ -220,6 +221,7 @@ class KernelEmitter:
         if uses_threads(self.kernel):
             self.pool = self.fn.args[-1]
         self.emit_block(self.kernel.body.block)
+        fence_streams(self, self.kernel)
         self.builder.ret_void()
 
     def emit_block(self, block: Block) -> None:

@@ -23,6 +23,7 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects.loop import ForOp
 from smelt.lowering.llvm.threads import TASK, define_pool
+from smelt.lowering.llvm.emit_vector import fence_streams
 from smelt.lowering.llvm.types import I64, constant
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ def emit_parallel_for(em: KernelEmitter, op: ForOp) -> None:
     tb.cbranch(tb.icmp_signed("<", begin, end), run, leave)
     tb.position_at_end(run)
     sub.emit_loop(op, first, stop, [])
+    fence_streams(sub, op)
     tb.branch(leave)
     tb.position_at_end(leave)
     tb.ret_void()

@@ -9,11 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
+from xdsl.dialects import vector
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Operation
 
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.types import (
     I32,
+    I64,
+    VOID,
     buffer_info,
     constant,
     memory_type,
@@ -41,13 +45,42 @@ def emit_vector_load(em: KernelEmitter, op: Operation) -> None:
 
 
 def emit_vector_store(em: KernelEmitter, op: Operation) -> None:
+    """A vector store; a `nontemporal` one streams (bypasses the caches) where its
+    address is vector-aligned, as x86 streaming stores need, else stores plainly."""
     stored, buffer, *indices = op.operands
     info = buffer_info(buffer.type)
     value = em.get(stored)
     mem = _memory_vector(value.type, info.element)
     if mem != value.type:
         value = em.builder.zext(value, mem)
-    em.builder.store(value, em.address(buffer, indices), align=info.element_bytes)
+    b = em.builder
+    address = em.address(buffer, indices)
+    if not is_streaming(op):
+        b.store(value, address, align=info.element_bytes)
+        return
+    size = info.element_bytes * mem.count
+    offset = b.and_(b.ptrtoint(address, I64), constant(I64, size - 1))
+    with b.if_else(b.icmp_unsigned("==", offset, constant(I64, 0))) as (aligned, other):
+        with aligned:
+            streamed = b.store(value, address, align=size)
+            streamed.set_metadata("nontemporal", em.module.add_metadata([I32(1)]))
+        with other:
+            b.store(value, address, align=info.element_bytes)
+
+
+def is_streaming(op: Operation) -> bool:
+    flag = op.properties.get("nontemporal") if isinstance(op, vector.StoreOp) else None
+    return isinstance(flag, IntegerAttr) and bool(flag.value.data)
+
+
+def fence_streams(em: KernelEmitter, region_op: Operation) -> None:
+    """An `sfence` after the streaming stores of `region_op` (x86 orders them with
+    nothing else): the next kernel, or another thread, sees their data."""
+    if any(is_streaming(o) for o in region_op.walk()):
+        from smelt.lowering.llvm.emit_kernel import declare_function
+
+        fn = declare_function(em.module, "llvm.x86.sse.sfence", VOID, [])
+        em.builder.call(fn, [])
 
 
 def splat(em: KernelEmitter, scalar: ir.Value, ty: ir.VectorType) -> ir.Value:

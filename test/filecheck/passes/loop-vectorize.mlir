@@ -1,6 +1,18 @@
 // RUN: smelt-opt %s -p loop-vectorize | filecheck %s
 // RUN: smelt-opt %s -p 'loop-vectorize{width=4}' | filecheck %s --check-prefix=W4
 // RUN: smelt-opt %s -p 'loop-vectorize{reassoc=false}' | filecheck %s --check-prefix=NOREASSOC
+// RUN: smelt-opt %s -p 'loop-vectorize{stream_bytes=64}' | filecheck %s --check-prefix=STREAM
+
+// Stores to buffers of stream_bytes or more that the kernel never reads stream
+// (nontemporal); not those of a kernel that reads the buffer it writes.
+// STREAM-LABEL: func.func @elementwise
+// STREAM:       vector.store {{.*}} {nontemporal = true} : memref<37xf32>, vector<8xf32>
+// STREAM-LABEL: func.func @read_back
+// STREAM:       vector.load
+// STREAM-NOT:   nontemporal
+// STREAM:       vector.store
+// STREAM-NOT:   nontemporal
+// STREAM:       func.return
 
 // A contiguous elementwise loop: vector loop over 0..32, scalar remainder 32..37.
 // Invariant values are broadcast once, before the vector loop.
@@ -307,6 +319,17 @@ func.func @varying_compare(%a: memref<16xf32>, %o: memref<16xf32>) attributes {l
     %p = arith.cmpf ogt, %x, %z : f32
     %r = arith.select %p, %x, %z : f32
     memref.store %r, %o[%i] : memref<16xf32>
+    loop.yield
+  }
+  func.return
+}
+
+func.func @read_back(%o: memref<32xf32>) attributes {loop.kernel} {
+  %two = arith.constant 2.0 : f32
+  loop.for %i = 0 to 32 step 1 parallel {
+    %x = memref.load %o[%i] : memref<32xf32>
+    %y = arith.mulf %x, %two : f32
+    memref.store %y, %o[%i] : memref<32xf32>
     loop.yield
   }
   func.return
