@@ -149,6 +149,9 @@ SMELT_UNIVERSE = Universe(
         ),
         "loop-promote": _pass("smelt.passes.loop_promote", "LoopPromotePass"),
         "loop-schedule": _pass("smelt.passes.loop_schedule", "LoopSchedulePass"),
+        "loop-dedup-kernels": _pass(
+            "smelt.passes.loop_dedup_kernels", "LoopDedupKernelsPass"
+        ),
         "target-attach-cpu": _pass(
             "smelt.passes.target_attach_cpu", "TargetAttachCpuPass"
         ),

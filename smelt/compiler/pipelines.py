@@ -32,7 +32,7 @@ _LOWER = "convert-graph-to-loop,buffer-plan"
 # then register-blocked (unroll the vector columns, unroll-and-jam the rows, keep
 # the C tile in registers across k, and across a conv's window loops, unroll k).
 CPU_LOOP_OPT = f"loop-schedule,loop-vectorize,{POST_VECTORIZE}"
-_LOWER_CPU_OPT = f"convert-graph-to-loop,{CPU_LOOP_OPT},buffer-plan"
+_LOWER_CPU_OPT = f"convert-graph-to-loop,loop-dedup-kernels,{CPU_LOOP_OPT},buffer-plan"
 
 PRESETS: dict[str, dict[str, str]] = {
     "cpu": {

@@ -98,33 +98,37 @@ def _callers(module: ModuleOp, kernel: func.FuncOp) -> list[func.CallOp]:
     ]
 
 
-def _constant(
+def _constants(
     module: ModuleOp, kernel: func.FuncOp, operand: int
-) -> tuple[func.CallOp, loop.ConstantOp] | None:
-    """The one call of `kernel` and the `loop.constant` it passes as `operand`."""
+) -> list[tuple[func.CallOp, loop.ConstantOp]] | None:
+    """Each call of `kernel` with the `loop.constant` it passes as `operand`, or
+    None unless every call passes one."""
     callers = _callers(module, kernel)
-    if not 0 <= operand < len(kernel.body.block.args) or len(callers) != 1:
+    if not 0 <= operand < len(kernel.body.block.args) or not callers:
         return None
-    source = callers[0].arguments[operand].owner
-    if not isinstance(source, loop.ConstantOp):
-        return None
-    return callers[0], source
+    found = []
+    for call in callers:
+        source = call.arguments[operand].owner
+        if not isinstance(source, loop.ConstantOp):
+            return None
+        found.append((call, source))
+    return found
 
 
 def is_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
-    """Whether argument `operand` of `kernel` is a constant of @main."""
-    return _constant(module, kernel, operand) is not None
+    """Whether every call of `kernel` passes a constant as argument `operand`."""
+    return _constants(module, kernel, operand) is not None
 
 
 def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
-    """Replaces kernel argument `operand`, a `loop.constant` in its one caller, by a
-    1-D constant holding, for each distinct load of it, the elements that load
-    reads in the order its loops visit them; each load then reads its part with
-    unit stride along its innermost loop. Returns whether it did."""
-    found = _constant(module, kernel, operand)
+    """Replaces kernel argument `operand`, a `loop.constant` in each of its callers,
+    by a 1-D constant holding, for each distinct load of it, the elements that load
+    reads in the order its loops visit them (one such constant per caller); each
+    load then reads its part with unit stride along its innermost loop. Returns
+    whether it did."""
+    found = _constants(module, kernel, operand)
     if found is None:
         return False
-    call, source = found
     arg = kernel.body.block.args[operand]
     if not isinstance(arg.type, MemRefType):
         return False
@@ -140,30 +144,44 @@ def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
         layouts = [layout(u, shape) for u in users]  # type: ignore[arg-type]
     except Refused:
         return False
-    data = graph.dense_to_array(source.value).reshape(-1)
     parts: dict[bytes, int] = {}
-    chunks: list[np.ndarray] = []
+    sources: list[np.ndarray] = []
     offsets = []
     total = 0
     for lay in layouts:
         key = lay.source.tobytes()
         if key not in parts:
             parts[key] = total
-            chunks.append(data[lay.source])
+            sources.append(lay.source)
             total += lay.source.size
         offsets.append(parts[key])
-    packed = np.concatenate(chunks) if chunks else data[:0]
     new_type = MemRefType(arg.type.element_type, [max(total, 1)])
-    tensor = TensorType(source.value.get_element_type(), [packed.size])
-    value = graph.ConstantOp.from_array(packed).value
-    value = DenseIntOrFPElementsAttr(tensor, value.data)
-    new_const = loop.ConstantOp(value, new_type)
     block = kernel.body.block
     new_arg = block.insert_arg(new_type, operand)
     for lay, offset in zip(layouts, offsets):
         _reload(lay, new_arg, offset)
     block.erase_arg(arg)
     kernel.function_type = FunctionType.from_lists(block.arg_types, [])
+    for call, source in found:
+        _pack_call(call, source, operand, sources, new_type)
+    return True
+
+
+def _pack_call(
+    call: func.CallOp,
+    source: loop.ConstantOp,
+    operand: int,
+    sources: list[np.ndarray],
+    new_type: MemRefType,
+) -> None:
+    """Passes `call` the packed copy of its constant `source` (its elements at
+    the positions `sources`, concatenated), erasing `source` when unused."""
+    data = graph.dense_to_array(source.value).reshape(-1)
+    packed = np.concatenate([data[s] for s in sources]) if sources else data[:0]
+    tensor = TensorType(source.value.get_element_type(), [packed.size])
+    value = graph.ConstantOp.from_array(packed).value
+    value = DenseIntOrFPElementsAttr(tensor, value.data)
+    new_const = loop.ConstantOp(value, new_type)
     call_block = call.parent_block()
     assert call_block is not None
     call_block.insert_op_before(new_const, call)
@@ -172,7 +190,6 @@ def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
     call.operands = operands
     if not source.result.uses:
         call_block.erase_op(source)
-    return True
 
 
 def _position(lay: Layout, offset: int, before: Operation) -> SSAValue:
@@ -219,8 +236,9 @@ def _reload(lay: Layout, packed: SSAValue, offset: int) -> None:
 class LoopPackConstantPass(ModulePass):
     """Packs kernel argument `operand` at compile time when it is a constant.
 
-    Expects a loop-level module whose @main calls each matching kernel once and
-    passes a `loop.constant` as argument `operand`, which the kernel only loads
+    Expects a loop-level module whose @main, at each call of a matching kernel,
+    passes a `loop.constant` as argument `operand` (each call gets its own packed
+    copy), which the kernel only loads
     from, at indices that are index arithmetic (add, sub, mul, division by a
     constant) over induction variables. Each load reads instead a new 1-D
     constant: the elements it reads, in the nesting order of the loops its
