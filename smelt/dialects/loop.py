@@ -47,6 +47,10 @@ from xdsl.utils.exceptions import VerifyException
 PARALLEL = "parallel"
 REDUCTION = "reduction"
 KERNEL_ATTR = "loop.kernel"
+UNROLL_ATTR = "loop.unroll"
+"""On a `loop.for`: a hint that the target unrolls the loop by this factor (the
+llvm target: `llvm.loop.unroll.count`), where unrolling in the IR would only
+make the IR, and the time to compile it, that much bigger."""
 
 
 @irdl_op_definition

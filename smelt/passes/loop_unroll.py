@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp
+from xdsl.dialects.builtin import IntAttr, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -191,7 +191,8 @@ class LoopUnrollPass(ModulePass):
     inner loop are fused into one loop, recursively (unroll-and-jam: register
     blocking). Loops targeted from the innermost out, so nested targets compose.
     The copies compute what the iterations computed, in an order that parallel
-    loops allow; reductions stay in order.
+    loops allow; reductions stay in order. With `hint=true` (a factor, no jam)
+    the loop stays and gets `loop.unroll = factor`: the target unrolls it.
 
         loop.for %i = 0 to 3 step 1 {loop.role = "u"} { S(%i) }    (factor=0)
       → %c0 = arith.constant 0 : index  S(%c0)  ...  S(%c2)
@@ -202,9 +203,15 @@ class LoopUnrollPass(ModulePass):
     loop: str
     factor: int = 0
     jam: bool = False
+    hint: bool = False
     kernel: str = "*"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in loop_nest.kernels(op, self.kernel):
             for target in reversed(loop_nest.loops_with_role(kernel, self.loop)):
-                unroll(target, self.factor, self.jam)
+                if self.hint and self.factor > 1 and not self.jam:
+                    target.attributes[loop.UNROLL_ATTR] = IntegerAttr(
+                        self.factor, 64
+                    )
+                else:
+                    unroll(target, self.factor, self.jam)

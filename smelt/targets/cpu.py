@@ -95,7 +95,8 @@ step leave the front end too little room for the loop's own instructions."""
 POST_VECTORIZE = (
     'loop-unroll{loop="n.2"},loop-unroll{loop="m.2" jam=true},loop-promote{loop="k.1"},'
     'loop-promote{loop="k"},loop-promote{loop="kw"},loop-promote{loop="kh"},'
-    f'loop-unroll{{loop="k.1" factor={K_UNROLL}}},loop-unroll{{loop="k" factor={K_UNROLL}}}'
+    f'loop-unroll{{loop="k.1" factor={K_UNROLL} hint=true}},'
+    f'loop-unroll{{loop="k" factor={K_UNROLL} hint=true}}'
 )
 """What turns the vectorized micro-tile into a register-blocked kernel: unroll the
 vector columns, unroll-and-jam the rows into the k loop, keep C in registers (across

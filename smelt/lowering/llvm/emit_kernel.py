@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from llvmlite import ir
 from xdsl.dialects import func
 from xdsl.dialects.arith import FastMathFlagsAttr
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from smelt.dialects.loop import ForOp, YieldOp
+from smelt.dialects.loop import UNROLL_ATTR, ForOp, YieldOp
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.emit_vector import fence_streams
 from smelt.lowering.llvm.types import (
+    I32,
     I64,
     PTR,
     VOID,
@@ -312,13 +314,30 @@ class KernelEmitter:
         next_iv = b.add(iv, constant(I64, step), name=f"{iv_name}.next", flags=["nsw"])
         done = b.icmp_signed("==", next_iv, stop)
         exit_block = self.fn.append_basic_block(f"{iv_name}.exit")
-        b.cbranch(done, exit_block, header)
+        back = b.cbranch(done, exit_block, header)
+        self._unroll_hint(op, back)
         iv.add_incoming(next_iv, latch)
         for phi, value in zip(phis, yield_op.values):
             phi.add_incoming(self.get(value), latch)
         b.position_at_end(exit_block)
         for res, value in zip(op.res, yield_op.values):
             self.bind(res, self.get(value))
+
+    def _unroll_hint(self, op: ForOp, back_edge: ir.Instruction) -> None:
+        """`loop.unroll = N` → `llvm.loop.unroll.count N` on the back edge (LLVM
+        unrolls such loops even with its unroller off for the rest)."""
+        hint = op.attributes.get(UNROLL_ATTR)
+        if not isinstance(hint, IntegerAttr) or hint.value.data < 2:
+            return
+        m = self.module
+        count = m.add_metadata(
+            [ir.MetaDataString(m, "llvm.loop.unroll.count"), I32(hint.value.data)]
+        )
+        # a placeholder unique to this loop (metadata is uniqued by operands),
+        # then the loop ID as LLVM wants it: itself first
+        loop_id = m.add_metadata([ir.MetaDataString(m, f"loop{len(m.metadata)}")])
+        loop_id.operands = (loop_id, count)
+        back_edge.set_metadata("llvm.loop", loop_id)
 
     # --- memory -------------------------------------------------------------
 

@@ -1,6 +1,17 @@
 // RUN: smelt-opt -p 'loop-unroll{loop="u" factor=0}' %s | filecheck %s --check-prefix=FULL
 // RUN: smelt-opt -p 'loop-unroll{loop="u" factor=2}' %s | filecheck %s --check-prefix=TWO
 // RUN: smelt-opt -p 'loop-unroll{loop="j" jam=true}' %s | filecheck %s --check-prefix=JAM
+// RUN: smelt-opt -p 'loop-unroll{loop="u" factor=2 hint=true}' %s | filecheck %s --check-prefix=HINT
+// RUN: smelt-opt -p 'loop-unroll{loop="u" factor=2 hint=true}' %s -t llvm | filecheck %s --check-prefix=HINT-LLVM
+
+// hint=true leaves the loop to the target, marked with the factor; the llvm
+// target asks LLVM to unroll it (a loop ID that names itself, then the count).
+// HINT-LABEL: func.func @factor(
+// HINT:       loop.for %{{.*}} = 0 to 5 step 1 parallel {
+// HINT:       } {loop.role = "u", loop.unroll = 2 : i64}
+// HINT-LLVM:  br i1 {{.*}}, !llvm.loop ![[ID:[0-9]+]]
+// HINT-LLVM:  ![[COUNT:[0-9]+]] = !{ !"llvm.loop.unroll.count", i32 2 }
+// HINT-LLVM:  ![[ID]] = !{ ![[ID]], ![[COUNT]] }
 
 // Full unrolling: constant induction variables, the accumulator chained in order.
 // FULL-LABEL: func.func @full(
