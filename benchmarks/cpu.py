@@ -59,7 +59,11 @@ def compare_ms(peer, smelt, repeat: int, block: int = 4) -> tuple[float, float, 
     return peer_ms, smelt_ms, statistics.median(ratios)
 
 
-PAUSE_S = 0.05
+PAUSE_S = 0.2
+"""Between blocks: longer than an idle OpenBLAS worker spins (2^28 cycles, about
+70 ms here) before it sleeps. With 50 ms, numpy's spinning worker took one of the
+two cores from smelt's first runs at 2 threads (smelt's 1024^3 GEMM read 9.2 ms at
+2 threads, as at 1, though 4.6 ms alone)."""
 
 
 def gemm_model(n: int) -> onnx.ModelProto:

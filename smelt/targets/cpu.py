@@ -125,8 +125,12 @@ def matmul(
     nc, kc, mc = _block(n, t.nc, nr), min(t.kc, k), _block(m, t.mc, mr)
     if constant_b:
         mc, nc = _parallel(m, n, mc, nc, mr, nr, t.min_blocks)
-    else:  # only the n.0 blocks are outside the reduction
-        nc = _parallel(1, n, 1, nc, 1, nr, t.min_blocks)[1]
+    else:
+        # Only the n.0 blocks are outside the reduction, and each one packs all
+        # of A again: one block per thread (4 per thread packed A 8 times at 2
+        # threads, and 2 threads ran no faster than 1).
+        threads = max(1, t.min_blocks // BLOCKS_PER_THREAD)
+        nc = _parallel(1, n, 1, nc, 1, nr, threads)[1]
     order = MATMUL_ORDER_CONSTANT_B if constant_b else MATMUL_ORDER
     steps = [
         Step("tile", "n", (nc, nr)),
