@@ -182,24 +182,34 @@ def conv2d(m: int, n: int, k: int, t: CpuSchedule) -> list[Step]:
     """Implicit GEMM (M output pixels, N output channels, K input channels per
     window position): the matmul blocking without packing (the weights are packed
     at compile time, the input is read in place), window loops inside the
-    micro-kernel when the channels fit one kc block."""
+    micro-kernel when the channels fit one kc block, else the channels blocked
+    by the largest divisor of K up to kc (a tail block would leave the nest
+    imperfect, and the interchange would refuse it: on AVX-512, kc = 96, a 3x3
+    conv of 256 channels ran at 114 GFLOP/s instead of 250), unless that
+    divisor is below kc / 4."""
     if n < t.width:
         return []
     mr = min(t.mr, m)
     nr = t.nr if n >= t.nr else max(t.width, n // t.width * t.width)
     nc, mc = _block(n, t.nc, nr), _block(m, t.mc, mr)
-    if k > t.kc:  # only the m.0, n.0 blocks are outside the reduction
-        mc, nc = _parallel(m, n, mc, nc, mr, nr, t.min_blocks)
+    # the m.0 and n.0 blocks are outside the reduction in both orders
+    mc, nc = _parallel(m, n, mc, nc, mr, nr, t.min_blocks)
     steps = [Step("tile", "n", (nc, nr)), Step("tile", "m", (mc, mr))]
-    if k <= t.kc:
+    kc = _divisor(k, t.kc)
+    if k <= t.kc or 4 * kc < t.kc:
         steps.append(Step("interchange", order=CONV_ORDER))
     else:
-        steps.append(Step("tile", "k", (_block(k, t.kc, 1),)))
+        steps.append(Step("tile", "k", (kc,)))
         steps.append(Step("interchange", order=CONV_ORDER_BLOCKED))
     steps += [Step("fuse"), Step("pack_constant")]
     if k <= t.unroll_k:
         steps.append(Step("unroll", "k", (0,)))
     return steps
+
+
+def _divisor(size: int, limit: int) -> int:
+    """The largest divisor of `size` that is at most `limit`."""
+    return max(d for d in range(1, min(size, limit) + 1) if size % d == 0)
 
 
 def transpose(rank: int, read: int, t: CpuSchedule) -> list[Step]:
