@@ -265,3 +265,44 @@ def test_micro_kernel_assembly_uses_the_registers_and_never_spills(
         ln for ln in k_loop if STACK.search(ln) and re.search(r"%[xyz]mm", ln)
     ]
     assert vector_stack == [], "the k loop spills or reloads vector registers"
+
+
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64-v4"])
+@pytest.mark.parametrize("channels", [3, 64, 96, 192, 256, 480, 512, 832, 1000])
+def test_conv_channel_blocks_divide_the_channels(cpu, channels):
+    """A channel block that leaves a tail makes the nest imperfect and the
+    interchange refuse it (a 3x3 conv of 256 channels ran at half speed)."""
+    from smelt.targets import cpu as schedules
+
+    s = CpuSchedule.for_spec(CpuSpec.named(cpu))
+    steps = schedules.conv2d(196, 256, channels, s)
+    tiles = [st.sizes[0] for st in steps if st.kind == "tile" and st.role == "k"]
+    order = next(st.order for st in steps if st.kind == "interchange")
+    if channels <= s.kc:
+        assert tiles == [] and order == schedules.CONV_ORDER
+    else:
+        assert len(tiles) == 1 and channels % tiles[0] == 0 and tiles[0] <= s.kc
+        assert order == schedules.CONV_ORDER_BLOCKED
+
+
+def test_blocked_conv_gets_its_loop_order():
+    """The IR after loop-schedule has the blocked order: window and channel
+    blocks outside the micro-tile, k.1 inside m.2."""
+    w = RNG.standard_normal((256, 256, 3, 3)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 14, 14])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256, 14, 14])],
+        [numpy_helper.from_array(w, "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    module = import_graph(model)
+    text = pipelines.preset("cpu", "O2", 1, "x86-64-v4")
+    lower(module, text[: text.index(",loop-vectorize")])
+    roles = re.findall(r'loop.role = "([\w.]+)"', str(module))
+    # printed innermost first: the micro-tile's k.1 closes before m.2, m.2 before
+    # k.0, k.0 before the window loops
+    roles = roles[roles.index("k.1") :]
+    blocked = [r for r in roles if r in ("k.1", "m.2", "k.0", "kw", "kh")]
+    assert blocked[:5] == ["k.1", "m.2", "k.0", "kw", "kh"]
