@@ -35,6 +35,7 @@ class LoweringContext:
         self.calls: list[func.CallOp] = []
         self.direct_outputs: dict[SSAValue, SSAValue] = {}
         self._taken = taken_names
+        self._next: dict[str, int] = {}  # per base: the first counter maybe free
 
     # --- @main -----------------------------------------------------------------------
 
@@ -63,11 +64,12 @@ class LoweringContext:
     # --- kernels ---------------------------------------------------------------------
 
     def unique_name(self, base: str) -> str:
-        counter = 0
+        counter = self._next.get(base, 0)
         while f"{base}_{counter}" in self._taken:
             counter += 1
         name = f"{base}_{counter}"
         self._taken.add(name)
+        self._next[base] = counter + 1
         return name
 
     def kernel(

@@ -59,10 +59,6 @@ def live_buffers(main: func.FuncOp) -> tuple[list[Buffer], list[func.CallOp]]:
     return [b for b in buffers.values() if b.start >= 0], calls
 
 
-def _overlap(a: Buffer, b: Buffer) -> bool:
-    return a.start <= b.end and b.start <= a.end
-
-
 def _inplace_pairs(buffers: list[Buffer], calls, kernels) -> dict[int, Buffer]:
     """id(output buffer) → input buffer it may reuse: the call's kernel is
     elementwise, the input dies at that call and has the output's size."""
@@ -106,16 +102,22 @@ def place(buffers: list[Buffer], order, pairs: dict[int, Buffer]) -> int:
     for b in buffers:
         b.offset = -1
     placed: list[Buffer] = []
+    # placed buffers by the steps they are live at: a buffer meets only those
+    # (scanning every placed buffer made the plan quadratic in the model's size)
+    live: dict[int, list[Buffer]] = {}
     for buf in sorted(buffers, key=order):
+        meets = {
+            id(p): p for t in range(buf.start, buf.end + 1) for p in live.get(t, ())
+        }.values()
         host = pairs.get(id(buf))
         if host is not None and host.offset >= 0 and not any(
-            _overlap(buf, p) and p is not host
+            p is not host
             and p.offset < host.offset + buf.size and host.offset < p.offset + p.size
-            for p in placed
+            for p in meets
         ):
             buf.offset = host.offset
         else:
-            busy = sorted((p.offset, p.offset + p.size) for p in placed if _overlap(buf, p))
+            busy = sorted((p.offset, p.offset + p.size) for p in meets)
             best, best_gap, cursor = None, None, 0
             for lo, hi in busy:
                 gap = lo - cursor
@@ -124,6 +126,8 @@ def place(buffers: list[Buffer], order, pairs: dict[int, Buffer]) -> int:
                 cursor = max(cursor, hi)
             buf.offset = cursor if best is None else best
         placed.append(buf)
+        for t in range(buf.start, buf.end + 1):
+            live.setdefault(t, []).append(buf)
     return max((b.offset + b.size for b in placed), default=0)
 
 

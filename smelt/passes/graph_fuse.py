@@ -98,6 +98,9 @@ class GraphFusePass(ModulePass):
     def groups(self, block: Block) -> list[Group]:
         taken: set[Operation] = set()
         groups: list[Group] = []
+        # positions in the block, read once (the block's own index is a linear scan:
+        # asked per candidate it made fusion quadratic in the model's size)
+        order = {o: i for i, o in enumerate(block.ops)}
         for op in list(block.ops):
             if op in taken:
                 continue
@@ -107,9 +110,9 @@ class GraphFusePass(ModulePass):
             if anchor:
                 ops = self.prologue_of(op, taken) + [op]
                 if self.epilogue:
-                    ops += self.chain_after(op, taken | set(ops), len(ops))
+                    ops += self.chain_after(op, taken | set(ops), len(ops), order)
             elif is_elementwise(op) and self.elementwise:
-                ops = [op] + self.chain_after(op, taken, 1)
+                ops = [op] + self.chain_after(op, taken, 1, order)
             else:
                 continue
             if len(ops) > 1 or anchor:
@@ -117,7 +120,13 @@ class GraphFusePass(ModulePass):
                 groups.append(Group(ops))
         return groups
 
-    def chain_after(self, op: Operation, taken: set[Operation], size: int) -> list[Operation]:
+    def chain_after(
+        self,
+        op: Operation,
+        taken: set[Operation],
+        size: int,
+        order: dict[Operation, int],
+    ) -> list[Operation]:
         """The elementwise ops after `op` that join its kernel: users of the group's
         values, all of `op`'s result type, taken in block order while the group
         stays acyclic; then cut back to the longest run whose values are used only
@@ -140,11 +149,11 @@ class GraphFusePass(ModulePass):
                 if user not in taken and is_elementwise(user)
                 and user.parent_block() is block
                 and len(user.results) == 1 and user.results[0].type == result_type
-                and not _reaches_from(user, members, op)
+                and not _reaches_from(user, members, op, order)
             ]  # fmt: skip
             if not joinable:
                 break
-            user = min(joinable, key=_position)
+            user = min(joinable, key=order.__getitem__)
             chain.append(user)
             members.add(user)
         return _closed_prefix(op, chain)
@@ -167,17 +176,16 @@ class GraphFusePass(ModulePass):
         return chain
 
 
-def _position(op: Operation) -> int:
-    block = op.parent_block()
-    assert block is not None
-    return block.get_operation_index(op)
-
-
-def _reaches_from(user: Operation, members: set[Operation], first: Operation) -> bool:
+def _reaches_from(
+    user: Operation,
+    members: set[Operation],
+    first: Operation,
+    order: dict[Operation, int],
+) -> bool:
     """Whether an operand of `user` from outside `members` is computed from a
     member (fusing `user` would then make the kernel depend on itself). Only ops
-    after `first` in the block can be such paths."""
-    start = _position(first)
+    after `first` in the block (`order`: positions) can be such paths."""
+    start = order[first]
     seen: set[Operation] = set()
     stack = [
         v.owner for v in user.operands
@@ -190,7 +198,7 @@ def _reaches_from(user: Operation, members: set[Operation], first: Operation) ->
         if producer in seen or producer.parent_block() is not first.parent_block():
             continue
         seen.add(producer)
-        if _position(producer) > start:
+        if order.get(producer, -1) > start:
             stack += [v.owner for v in producer.operands if isinstance(v.owner, Operation)]
     return False
 
