@@ -4,12 +4,14 @@ the kernel's loops read it (pre-packed weights)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
+    BytesAttr,
     DenseIntOrFPElementsAttr,
     FunctionType,
     IntegerAttr,
@@ -56,14 +58,96 @@ def _used_ivs(value: SSAValue, found: set[SSAValue]) -> None:
         _used_ivs(operand, found)
 
 
+CHUNK_BYTES = 16 << 20
+"""Packing copies a constant this many bytes at a time."""
+
+
 @dataclass
 class Layout:
     """One load's view of the packed constant: the loops its indices use (outermost
-    first) and, per point of their iteration grid, the source element."""
+    first) and, per point of their iteration grid, the source element: `source`
+    (flat positions in the loops' nesting order), or for indices affine in the
+    loops, `affine` = (first position, position step per loop), so that big
+    weights are packed through a strided view, without an index per element."""
 
     load: memref.LoadOp
     loops: list[loop.ForOp]
-    source: np.ndarray  # flat source positions, in the loops' nesting order
+    source: np.ndarray | None = None
+    affine: tuple[int, tuple[int, ...]] | None = None
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(p.trip_count for p in self.loops)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.grid)
+
+    def key(self) -> tuple:
+        if self.affine is not None:
+            return ("affine", self.affine, self.grid)
+        assert self.source is not None
+        return ("gather", self.source.tobytes())
+
+    def chunks(self, data: np.ndarray, limit: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """The bytes of the elements of flat `data` this load reads, in loop order,
+        a piece of at most about `limit` bytes at a time (so packing a big weight
+        holds one piece beside the result, not a second copy of the weight)."""
+        if self.affine is None:
+            assert self.source is not None
+            step = max(1, limit // data.itemsize)
+            for i in range(0, self.source.size, step):
+                yield data[self.source[i : i + step]].tobytes()
+            return
+        first, steps = self.affine
+        view = np.lib.stride_tricks.as_strided(
+            data[first:], self.grid, [s * data.itemsize for s in steps], writeable=False
+        )
+        if not self.grid:
+            yield view.tobytes()
+            return
+        rows = max(1, limit // max(1, view[0].nbytes))
+        for i in range(0, self.grid[0], rows):
+            yield view[i : i + rows].tobytes()  # C order: the loop order
+
+
+
+def _is_affine(value: SSAValue) -> bool:
+    """Index arithmetic without division or products of two loop variables."""
+    if isinstance(value, BlockArgument):
+        return True
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp):
+        return True
+    if isinstance(owner, arith.AddiOp | arith.SubiOp):
+        return _is_affine(owner.lhs) and _is_affine(owner.rhs)
+    if isinstance(owner, arith.MuliOp):
+        constant = [isinstance(v.owner, arith.ConstantOp) for v in owner.operands]
+        return any(constant) and all(_is_affine(v) for v in owner.operands)
+    return False
+
+
+def _affine_layout(
+    load: memref.LoadOp, loops: list[loop.ForOp], shape: tuple[int, ...]
+) -> Layout:
+    """The layout of a load whose indices are affine in `loops`: each index at the
+    first iteration and its step per loop, probed with scalars; bounds from the
+    extremes of the box."""
+    first = {p.iv: p.lb.data for p in loops}
+    base = [int(_grid(i, first)) for i in load.indices]
+    steps = []  # per loop, per dim
+    for p in loops:
+        probe = {**first, p.iv: p.lb.data + p.step.data}
+        steps.append([int(_grid(i, probe)) - b for i, b in zip(load.indices, base)])
+    for d, size in enumerate(shape):
+        lo = base[d] + sum(min(0, s[d] * (p.trip_count - 1)) for s, p in zip(steps, loops))
+        hi = base[d] + sum(max(0, s[d] * (p.trip_count - 1)) for s, p in zip(steps, loops))
+        if lo < 0 or hi >= size:
+            raise Refused("an index leaves the operand")
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    flat_first = sum(b * st for b, st in zip(base, strides))
+    flat_steps = tuple(sum(s * st for s, st in zip(per, strides)) for per in steps)
+    return Layout(load, loops, affine=(flat_first, flat_steps))
 
 
 def layout(load: memref.LoadOp, shape: tuple[int, ...]) -> Layout:
@@ -72,6 +156,8 @@ def layout(load: memref.LoadOp, shape: tuple[int, ...]) -> Layout:
     for index in load.indices:
         _used_ivs(index, ivs)
     loops = [p for p in reversed(list(loop_nest.ancestors(load))) if p.iv in ivs]
+    if shape and all(_is_affine(i) for i in load.indices):
+        return _affine_layout(load, loops, shape)
     axes = {}
     for axis, p in enumerate(loops):
         values = np.arange(p.lb.data, p.ub.data, p.step.data, dtype=np.int64)
@@ -144,16 +230,16 @@ def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
         layouts = [layout(u, shape) for u in users]  # type: ignore[arg-type]
     except Refused:
         return False
-    parts: dict[bytes, int] = {}
-    sources: list[np.ndarray] = []
+    parts: dict[tuple, int] = {}
+    sources: list[Layout] = []
     offsets = []
     total = 0
     for lay in layouts:
-        key = lay.source.tobytes()
+        key = lay.key()
         if key not in parts:
             parts[key] = total
-            sources.append(lay.source)
-            total += lay.source.size
+            sources.append(lay)
+            total += lay.size
         offsets.append(parts[key])
     new_type = MemRefType(arg.type.element_type, [max(total, 1)])
     block = kernel.body.block
@@ -171,16 +257,15 @@ def _pack_call(
     call: func.CallOp,
     source: loop.ConstantOp,
     operand: int,
-    sources: list[np.ndarray],
+    sources: list[Layout],
     new_type: MemRefType,
 ) -> None:
-    """Passes `call` the packed copy of its constant `source` (its elements at
-    the positions `sources`, concatenated), erasing `source` when unused."""
+    """Passes `call` the packed copy of its constant `source` (the elements each
+    layout of `sources` reads, concatenated), erasing `source` when unused."""
     data = graph.dense_to_array(source.value).reshape(-1)
-    packed = np.concatenate([data[s] for s in sources]) if sources else data[:0]
-    tensor = TensorType(source.value.get_element_type(), [packed.size])
-    value = graph.ConstantOp.from_array(packed).value
-    value = DenseIntOrFPElementsAttr(tensor, value.data)
+    raw = b"".join(chunk for lay in sources for chunk in lay.chunks(data))
+    tensor = TensorType(source.value.get_element_type(), [len(raw) // data.itemsize])
+    value = DenseIntOrFPElementsAttr(tensor, BytesAttr(raw))
     new_const = loop.ConstantOp(value, new_type)
     call_block = call.parent_block()
     assert call_block is not None
