@@ -208,15 +208,25 @@ def _init(name: str, array: np.ndarray) -> TensorProto:
     return numpy_helper.from_array(np.asarray(array), name)
 
 
-def mlp_model(
-    batch: int = 8, d_in: int = 256, hidden: int = 512, d_out: int = 10, seed: int = 0
-) -> onnx.ModelProto:
-    """x[batch, d_in] → MatMul+Add → Relu → Gemm → Softmax (opset 17)."""
+def _two_layers(seed: int, d_in: int, hidden: int, d_out: int) -> list[TensorProto]:
+    """w1, b1, w2, b2 of a two-layer MLP (weights scaled by 1/sqrt(fan-in))."""
     rng = np.random.default_rng(seed)
     w1 = rng.standard_normal((d_in, hidden), np.float32) / np.float32(math.sqrt(d_in))
     w2 = rng.standard_normal((hidden, d_out), np.float32) / np.float32(
         math.sqrt(hidden)
     )
+    return [
+        _init("w1", w1),
+        _init("b1", rng.standard_normal(hidden, np.float32) * np.float32(0.1)),
+        _init("w2", w2),
+        _init("b2", rng.standard_normal(d_out, np.float32) * np.float32(0.1)),
+    ]
+
+
+def mlp_model(
+    batch: int = 8, d_in: int = 256, hidden: int = 512, d_out: int = 10, seed: int = 0
+) -> onnx.ModelProto:
+    """x[batch, d_in] → MatMul+Add → Relu → Gemm → Softmax (opset 17)."""
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h0"]),
         helper.make_node("Add", ["h0", "b1"], ["h1"]),
@@ -229,12 +239,7 @@ def mlp_model(
         "mlp",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, d_in])],
         [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, d_out])],
-        [
-            _init("w1", w1),
-            _init("b1", rng.standard_normal(hidden, np.float32) * np.float32(0.1)),
-            _init("w2", w2),
-            _init("b2", rng.standard_normal(d_out, np.float32) * np.float32(0.1)),
-        ],
+        _two_layers(seed, d_in, hidden, d_out),
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -327,11 +332,6 @@ def mlp_gelu_model(
 ) -> onnx.ModelProto:
     """x[batch, d_in] → MatMul+Add → erf-GELU (as torch.onnx exports it: Div, Erf,
     Add, Mul, Mul) → MatMul+Add: a transformer feed-forward block (opset 17)."""
-    rng = np.random.default_rng(seed)
-    w1 = rng.standard_normal((d_in, hidden), np.float32) / np.float32(math.sqrt(d_in))
-    w2 = rng.standard_normal((hidden, d_out), np.float32) / np.float32(
-        math.sqrt(hidden)
-    )
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h0"]),
         helper.make_node("Add", ["h0", "b1"], ["h1"]),
@@ -350,10 +350,7 @@ def mlp_gelu_model(
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, d_in])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, d_out])],
         [
-            _init("w1", w1),
-            _init("b1", rng.standard_normal(hidden, np.float32) * np.float32(0.1)),
-            _init("w2", w2),
-            _init("b2", rng.standard_normal(d_out, np.float32) * np.float32(0.1)),
+            *_two_layers(seed, d_in, hidden, d_out),
             *(_init(k, np.array(v, np.float32)) for k, v in scalar.items()),
         ],
     )
