@@ -8,7 +8,13 @@ Graph element types carry signedness (`ui8`); the loop level is signless (`i8`),
 from __future__ import annotations
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AnyFloat, IntegerType, MemRefType, TensorType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    Float32Type,
+    IntegerType,
+    MemRefType,
+    TensorType,
+)
 from xdsl.ir import Attribute, SSAValue
 
 from smelt.dialects import dtypes
@@ -196,6 +202,10 @@ def cast(k: KernelBuilder, value: SSAValue, src: Arith, dst: Arith) -> SSAValue:
         return wide if width == 64 else k.op(arith.TruncIOp, wide, dst.type)
     if dst.is_float:
         op = arith.UIToFPOp if src.unsigned else arith.SIToFPOp
+        if isinstance(dst.storage, AnyFloat) and dst.storage.bitwidth < 32:
+            # to f16 / bf16 through f32 (as numpy and ml_dtypes do): targets have
+            # no direct conversion, and every integer f16 holds is exact in f32
+            return k.float_to(k.op(op, value, Float32Type()), dst.storage)
         return k.op(op, value, dst.storage)
     if src.width == dst.width:
         return value

@@ -272,8 +272,15 @@ def build(
     lowered = lower_module(module, options or EmitOptions())
     spec = module_spec(module)
     tm = target_machine(spec, opt_level)
+    text = str(lowered.ir_module)
+    if "half" in text and libm.missing_runtime():
+        raise SmeltError(
+            "this model converts to or from float16, which needs the compiler "
+            f"runtime's {', '.join(libm.missing_runtime())} (libgcc_s); none was "
+            "found in this process"
+        )
     try:
-        mod = llvm.parse_assembly(str(lowered.ir_module))
+        mod = llvm.parse_assembly(text)
         mod.verify()
     except RuntimeError as e:
         raise SmeltError(

@@ -47,9 +47,36 @@ _LOWERED_INTRINSICS = [
 ]
 
 
+# What LLVM lowers half-precision conversions into where the target has no
+# instruction for them (f64 → f16 always; f32 ↔ f16 without F16C): the compiler
+# runtime's routines, which libgcc_s carries. Unresolved, the JIT called address 0.
+_RUNTIME = ["__truncdfhf2", "__truncsfhf2", "__extendhfsf2"]
+
+
+def _runtime_library() -> ctypes.CDLL | None:
+    for name in (ctypes.util.find_library("gcc_s"), "libgcc_s.so.1"):
+        if name:
+            try:
+                return ctypes.CDLL(name)
+            except OSError:
+                continue
+    return None
+
+
+def missing_runtime() -> list[str]:
+    """The compiler-runtime routines this process could not find (register first)."""
+    return [s for s in _RUNTIME if llvm.address_of_symbol(s) is None]
+
+
 @cache
 def register_symbols() -> None:
-    """Makes the libm functions that generated code calls known to the JIT linker."""
+    """Makes the libm functions and compiler-runtime routines that generated code
+    calls known to the JIT linker."""
+    runtime = _runtime_library()
+    for symbol in _RUNTIME:
+        address = getattr(runtime, symbol, None) if runtime is not None else None
+        if address is not None:
+            llvm.add_symbol(symbol, ctypes.cast(address, ctypes.c_void_p).value)
     path = ctypes.util.find_library("m")
     lib = ctypes.CDLL(path) if path else ctypes.CDLL(None)
     for base in [*FUNCTIONS, *_LOWERED_INTRINSICS]:
