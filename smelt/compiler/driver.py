@@ -40,13 +40,15 @@ class CompileOptions:
         return pipelines.preset(self.target, self.level, self.threads, self.cpu)
 
 
-def import_graph(model: ModelLike, input_shapes: dict | None = None) -> ModuleOp:
+def import_graph(
+    model: ModelLike, input_shapes: dict | None = None, base_dir: str | None = None
+) -> ModuleOp:
     """The graph-level module of `model` (a path, bytes, ModelProto or module)."""
     if isinstance(model, ModuleOp):
         return model
     from smelt.frontend.onnx import import_model
 
-    return import_model(model, input_shapes or {})
+    return import_model(model, input_shapes or {}, base_dir)
 
 
 def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
@@ -106,13 +108,15 @@ def compile(
     cpu: str = "host",
     input_shapes: dict[str, Sequence[int]] | None = None,
     profile: bool = False,
+    base_dir: str | os.PathLike | None = None,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
     `cpu` (cpu target) is the CPU to build for: "host", or an LLVM CPU name with
     feature edits ("x86-64-v3", "znver5,-avx512f"; code for a CPU this one does
     not cover compiles but refuses to run); `profile` (cpu) times every kernel
-    call: `CompiledModel.profile()`."""
+    call: `CompiledModel.profile()`; `base_dir` is the folder of the external
+    data of a model given as bytes or a ModelProto (a path's is its folder)."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -130,7 +134,7 @@ def compile(
         raise SmeltError("profile=True times kernels on the cpu target only")
     times = {}
     t0 = time.perf_counter()
-    module = import_graph(model, options.input_shapes)
+    module = import_graph(model, options.input_shapes, base_dir)
     inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()

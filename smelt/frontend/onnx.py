@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import onnx
 from google.protobuf.message import Error as ProtobufError
-from onnx import helper, numpy_helper
+from onnx import external_data_helper, helper, numpy_helper
+from onnx.checker import ValidationError
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Block, Region, SSAValue
@@ -58,18 +59,32 @@ Value = SSAValue | Const
 
 
 def import_model(
-    model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None
+    model: ModelLike,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    base_dir: str | os.PathLike | None = None,
 ) -> ModuleOp:
     """The graph-level module of an ONNX model (a path, bytes or a ModelProto).
 
-    `input_shapes` fixes the symbolic or unknown dims of the graph inputs. Raises one
-    SmeltError that lists every unsupported op and every dynamic input dim.
+    `input_shapes` fixes the symbolic or unknown dims of the graph inputs;
+    `base_dir` is the folder of the external data of a model given as bytes or a
+    ModelProto (a path's is its own folder). Raises one SmeltError that lists every
+    unsupported op and every dynamic input dim.
     """
-    return _Importer(load_model(model), dict(input_shapes or {})).run()
+    return _Importer(load_model(model, base_dir), dict(input_shapes or {})).run()
 
 
-def load_model(model: ModelLike) -> onnx.ModelProto:
-    """`model` as a ModelProto; SmeltError when it is not a valid ONNX model."""
+_LOAD_ERRORS = (ProtobufError, ValueError, OSError, RuntimeError, ValidationError)
+
+
+def load_model(
+    model: ModelLike, base_dir: str | os.PathLike | None = None
+) -> onnx.ModelProto:
+    """`model` as a ModelProto with its external data read in; SmeltError when it is
+    not a valid ONNX model or its external data cannot be read safely.
+
+    External data is read from the model file's folder, or from `base_dir` for
+    bytes and ModelProtos, never from the current directory; onnx's reader refuses
+    locations that leave that folder, links and non-regular files."""
     if isinstance(model, onnx.ModelProto):
         proto, what = model, "the model"
     else:
@@ -81,16 +96,63 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
                 proto = onnx.load_model_from_string(model)
             else:
                 proto = onnx.load(os.fspath(model))
-        except (ProtobufError, ValueError, OSError, RuntimeError) as e:
+        except _LOAD_ERRORS as e:
             raise SmeltError(
-                f"{what} is not a valid ONNX model ({type(e).__name__}: {e}); "
-                "is the file truncated or corrupt?"
+                f"{what} is not a valid ONNX model or its external data cannot be "
+                f"read ({type(e).__name__}: {e}); is the file truncated or corrupt?"
             ) from None
     if not proto.HasField("graph") or not (proto.graph.node or proto.graph.output):
         raise SmeltError(
             f"{what} is not a valid ONNX model: it holds no graph; "
             "is the file truncated or corrupt?"
         )
+    external = [
+        t for t in _tensors(proto.graph) if external_data_helper.uses_external_data(t)
+    ]
+    if external:
+        proto = _with_external_data(proto, model, external[0].name, what, base_dir)
+    return proto
+
+
+def _tensors(graph: onnx.GraphProto):
+    """Every TensorProto of `graph`: initializers and node attributes, subgraphs
+    included."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            for sub in [attr.g] if attr.HasField("g") else []:
+                yield from _tensors(sub)
+            for sub in attr.graphs:
+                yield from _tensors(sub)
+
+
+def _with_external_data(
+    proto: onnx.ModelProto, model: ModelLike, first: str, what: str, base_dir
+) -> onnx.ModelProto:
+    """A copy of `proto` (the caller's stays as it was) with its external tensors
+    read from `base_dir`."""
+    if base_dir is None:
+        raise SmeltError(
+            f"{what}: tensor '{first}' keeps its data in an external file, and a "
+            "model given as bytes or a ModelProto has no folder: pass base_dir= "
+            "(the folder that holds the data), or give the model's path"
+        )
+    if not os.path.isdir(base_dir):
+        raise SmeltError(f"{what}: base_dir '{base_dir}' is not a folder")
+    if isinstance(model, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        proto = copy
+    try:
+        external_data_helper.load_external_data_for_model(proto, os.fspath(base_dir))
+    except _LOAD_ERRORS as e:
+        raise SmeltError(
+            f"{what}: the external data cannot be read from '{base_dir}' "
+            f"({type(e).__name__}: {e})"
+        ) from None
     return proto
 
 
