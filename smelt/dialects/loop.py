@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
+    i1,
     IndexType,
     IntAttr,
     MemRefType,
@@ -290,4 +291,22 @@ def kernel_attr() -> dict[str, Attribute]:
     return {KERNEL_ATTR: UnitAttr()}
 
 
-Loop = Dialect("loop", [ForOp, YieldOp, AllocOp, ConstantOp, ViewOp], [])
+@irdl_op_definition
+class CheckOp(IRDLOperation):
+    """A run-time check: when `%ok` is false the run fails with `message` (the llvm
+    target raises it from `run`, after the kernels finish). The check does not stop
+    the kernel: the code after it must stay in bounds on its own (clamp).
+
+        loop.check %in_range, "Gather 'g': an index is out of range [-5, 5)"
+    """
+
+    name = "loop.check"
+    ok = operand_def(i1)
+    message = prop_def(StringAttr)
+    assembly_format = "$ok `,` $message attr-dict"
+
+    def __init__(self, ok: SSAValue, message: str):
+        super().__init__(operands=[ok], properties={"message": StringAttr(message)})
+
+
+Loop = Dialect("loop", [ForOp, YieldOp, AllocOp, ConstantOp, ViewOp, CheckOp], [])

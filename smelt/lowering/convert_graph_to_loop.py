@@ -6,7 +6,9 @@ emitters must implement):
 * builtin.module; func.func (kernels carry the unit attribute `loop.kernel`),
   func.call, func.return
 * loop.for (static bounds, step 1, kind parallel or reduction, optional iter_args),
-  loop.yield, loop.alloc, loop.constant, loop.view
+  loop.yield, loop.alloc, loop.constant, loop.view, loop.check (a run-time
+  condition: Gather's indices in range; the llvm target fails the run, the triton
+  target keeps only the clamp that follows it)
 * memref.load, memref.store (indices of type index; i1 elements are bytes)
 * arith.constant (index, integer and float values; floats include inf and NaN)
 * on index and integers: arith.addi, subi, muli, divsi, divui, remsi, andi, ori,
@@ -51,7 +53,7 @@ def _qualified(dialect: str, ops: str) -> list[str]:
 VOCABULARY = frozenset(
     _qualified("builtin", "module")
     + _qualified("func", "func call return")
-    + _qualified("loop", "for yield alloc constant view")
+    + _qualified("loop", "for yield alloc constant view check")
     + _qualified("memref", "load store")
     + _qualified(
         "arith",

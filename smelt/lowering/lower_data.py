@@ -116,13 +116,19 @@ def lower_gather(ctx: LoweringContext, op: graph.GatherOp) -> None:
     size, rank = shape(src)[axis], len(shape(indices))
     if size == 0 and graph.shape_of(op.result).count(0) == 0:
         raise SmeltError(f"{op.name}: gathers from an empty axis {axis}")
+    message = (
+        f"Gather along axis {axis} of a {'x'.join(map(str, shape(src)))} tensor: "
+        f"an index is out of range [-{size}, {size}); check the indices input"
+    )
 
     def src_index(ivs: list[Index]) -> list[Index]:
         raw = k.op(
             arith.IndexCastOp, k.load(indices, ivs[axis : axis + rank]), IndexType()
         )
-        # Negative indices count from the end; out-of-range ones are clamped so that
-        # no read leaves the buffer.
+        # Negative indices count from the end; an index out of [-size, size) fails
+        # the run (as onnxruntime does), and is clamped meanwhile so that no read
+        # leaves the buffer.
+        k.emit(loop.CheckOp(k.in_range(raw, -size, size), message))
         wrapped = k.op(arith.AddiOp, raw, k.index(size))
         index = k.op(arith.SelectOp, k.cmp_index(raw, "slt", 0), wrapped, raw)
         index = k.clamp(index, 0, size - 1)

@@ -143,6 +143,9 @@ class LoopVectorizer:
                 continue
             if isinstance(inner, memref.LoadOp | memref.StoreOp):
                 self._check_access(inner, forms)
+            elif isinstance(inner, loop.CheckOp):
+                if inner.ok in self.varying:
+                    raise Refused("a run-time check that varies along the loop")
             elif inner.name not in ELEMENTWISE or inner.name == "math.fpowi":
                 raise Refused(f"cannot vectorize {inner.name}")
             if any(v in self.varying for v in inner.operands):
@@ -303,6 +306,8 @@ class LoopVectorizer:
                 if stream:
                     store.properties["nontemporal"] = BoolAttr.from_bool(True)
                 self._add(store)
+            elif isinstance(inner, loop.CheckOp):  # invariant (check): once, before
+                self._add(loop.CheckOp(self.lane0(inner.ok), inner.message.data), True)
             elif isinstance(inner, loop.YieldOp):
                 values = [self.vector(inner.values[r.index]) for r in self.reductions]
                 self._add(loop.YieldOp(*values))
@@ -407,8 +412,8 @@ class LoopVectorizePass(ModulePass):
     (0, the default: the f32 lanes of the module's `#target.cpu`, 8 without one).
 
     Expects loop-level kernels. A loop is vectorized when its step is 1, it runs at
-    least `width` times, its body holds only loads, stores and elementwise
-    arith/math ops, every memory index is `iv + invariant` in the last dimension
+    least `width` times, its body holds only loads, stores, elementwise
+    arith/math ops and loop-invariant `loop.check`s (hoisted before the loop), every memory index is `iv + invariant` in the last dimension
     (contiguous, becomes vector.load/store) or does not use the iv (invariant,
     stays a scalar load, broadcast where needed), any store that may overlap
     another access hits the same address in the same iteration, and every

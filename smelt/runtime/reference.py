@@ -312,7 +312,15 @@ def _slice(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 @kernel(g.GatherOp)
 def _gather(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     x, indices = args
-    return np.take(x, indices.astype(np.int64), axis=op.attr("axis"))
+    axis = op.attr("axis")
+    size = x.shape[axis]
+    indices = indices.astype(np.int64)
+    if indices.size and (indices.min() < -size or indices.max() >= size):
+        raise SmeltError(
+            f"Gather along axis {axis} of a {'x'.join(map(str, x.shape))} tensor: "
+            f"an index is out of range [-{size}, {size}); check the indices input"
+        )
+    return np.take(x, indices, axis=axis)
 
 
 @kernel(g.PadOp)

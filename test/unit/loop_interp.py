@@ -172,6 +172,7 @@ class Interpreter:
             if isinstance(f, func.FuncOp)
         }
         self.ops_run = 0
+        self.failed_checks: list[str] = []
 
     def run(self, name: str, args: list[np.ndarray]) -> None:
         f = self.funcs[name]
@@ -235,6 +236,9 @@ class Interpreter:
             env[op.result] = vals[0].reshape(op.result.type.get_shape())
         elif isinstance(op, func.CallOp):
             self.run(op.callee.root_reference.data, vals)
+        elif isinstance(op, loop.CheckOp):
+            if not vals[0]:
+                self.failed_checks.append(op.message.data)
         else:
             raise AssertionError(f"the interpreter does not know {name}")
 

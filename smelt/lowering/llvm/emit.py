@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import SSAValue
 
-from smelt.dialects.loop import AllocOp, ConstantOp, ForOp, ViewOp, is_kernel
+from smelt.dialects.loop import AllocOp, CheckOp, ConstantOp, ForOp, ViewOp, is_kernel
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.emit_kernel import (
     EmitOptions,
@@ -35,12 +35,13 @@ from smelt.lowering.llvm.emit_kernel import (
     declare_kernel,
 )
 from smelt.lowering.llvm.emit_math import MATH_EMITTERS
-from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
+from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS, STATUS_GLOBAL
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
 from smelt.lowering.llvm.plan import MemoryPlan, plan_memory
 from smelt.lowering.llvm.types import (
     I8,
+    I32,
     I64,
     PTR,
     VOID,
@@ -53,6 +54,7 @@ from smelt.passes.loop_parallelize import THREADS_ATTR
 ENTRY = "smelt_main"
 """The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
 PROFILE_GLOBAL = "smelt_profile"
+
 """With `EmitOptions.profile`: i64 ticks per call of @main, summed over runs."""
 
 OP_EMITTERS: dict[str, OpEmitter] = {
@@ -78,6 +80,9 @@ class LoweredModule:
     """The most threads any loop asks for (`loop.threads`): the pool's size."""
     profiled_calls: tuple[str, ...] = ()
     """With `EmitOptions.profile`: the callee of each slot of `PROFILE_GLOBAL`."""
+    check_messages: tuple[str, ...] = ()
+    """The message of each `loop.check`: a failed one stores its position + 1 in
+    `STATUS_GLOBAL`."""
 
 
 def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> LoweredModule:
@@ -99,8 +104,13 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
     ir_module = ir.Module(name="smelt")
     ir_module.triple = llvm.get_process_triple()
     functions = {k.sym_name.data: (declare_kernel(ir_module, k), k) for k in kernels}
+    checks = [op for k in kernels for op in k.walk() if isinstance(op, CheckOp)]
+    codes = {op: i + 1 for i, op in enumerate(checks)}
+    if checks:
+        status = ir.GlobalVariable(ir_module, I32, STATUS_GLOBAL)
+        status.initializer = ir.Constant(I32, 0)
     for fn, kernel in functions.values():
-        KernelEmitter(fn, kernel, OP_EMITTERS, options).emit()
+        KernelEmitter(fn, kernel, OP_EMITTERS, options, checks=codes).emit()
     if main is None:  # a library of kernels: keep them all, exported
         for fn, _ in functions.values():
             fn.linkage = ""
@@ -116,6 +126,7 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         _names(main, "smelt.output_names"),
         _threads(kernels),
         tuple(calls) if options.profile else (),
+        tuple(op.message.data for op in checks),
     )
 
 

@@ -166,8 +166,11 @@ class KernelEmitter:
         table: dict[str, OpEmitter],
         options: EmitOptions,
         pool: ir.Value | None = None,
+        checks: dict[Operation, int] | None = None,
     ):
         self.fn = fn
+        self.checks = checks or {}
+        """The code of each `loop.check` of the module (its failure status)."""
         self.module: ir.Module = fn.module
         self.kernel = kernel
         self.name = kernel.sym_name.data

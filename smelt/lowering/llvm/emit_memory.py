@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING
 from xdsl.ir import Operation
 
 from smelt.lowering.llvm.emit_kernel import OpEmitter, op_table, result_type
-from smelt.lowering.llvm.types import buffer_info, memory_type
+from smelt.lowering.llvm.types import I32, buffer_info, constant, memory_type
+
+STATUS_GLOBAL = "smelt_status"
+"""An i32 global: 0, or the code of a failed `loop.check` (position + 1)."""
 
 if TYPE_CHECKING:
     from smelt.lowering.llvm.emit_kernel import KernelEmitter
@@ -50,8 +53,19 @@ def emit_view(em: KernelEmitter, op: Operation) -> None:
     em.bind(op.results[0], em.get(op.operands[0]))
 
 
+def emit_check(em: KernelEmitter, op: Operation) -> None:
+    """`loop.check %ok`: where %ok is false, the check's code goes to the status
+    global (an atomic store: threads may fail checks at once; any code will do)."""
+    b = em.builder
+    ok = em.get(op.operands[0])
+    status = em.module.get_global(STATUS_GLOBAL)
+    with b.if_then(b.not_(ok), likely=False):
+        b.store_atomic(constant(I32, em.checks[op]), status, "monotonic", 4)
+
+
 MEMORY_EMITTERS: dict[str, OpEmitter] = op_table(
     [
+        (emit_check, ["loop.check"]),
         (emit_load, ["memref.load"]),
         (emit_store, ["memref.store"]),
         (emit_alloca, ["memref.alloca"]),

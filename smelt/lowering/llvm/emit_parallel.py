@@ -76,7 +76,9 @@ def emit_parallel_for(em: KernelEmitter, op: ForOp) -> None:
     b.call(define_pool(em.module), [em.pool, task, ctx, constant(I64, op.trip_count)])
 
     # the task side: reload the context, run iterations begin..end
-    sub = KernelEmitter(task, em.kernel, em.table, em.options, pool=None)
+    sub = KernelEmitter(
+        task, em.kernel, em.table, em.options, pool=None, checks=em.checks
+    )
     tb = sub.builder
     for i, (value, field) in enumerate(zip(values, fields)):
         slot = tb.gep(ctx_arg, [constant(ir.IntType(32), 0), constant(ir.IntType(32), i)],

@@ -19,6 +19,7 @@ from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm, threads
 from smelt.lowering.llvm.emit import ENTRY, PROFILE_GLOBAL, LoweredModule, lower_module
+from smelt.lowering.llvm.emit_memory import STATUS_GLOBAL
 from smelt.lowering.llvm.emit_kernel import EmitOptions
 from smelt.lowering.llvm.plan import aligned_empty
 from smelt.lowering.llvm.types import buffer_info
@@ -104,12 +105,18 @@ class NativeProgram:
         threads: int = 1,
         profiled_calls: tuple[str, ...] = (),
         spec: CpuSpec | None = None,
+        check_messages: tuple[str, ...] = (),
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
         self._engine, self._module, self._tm = engine, mod, tm
         self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
         self.spec = spec or host()
         self.missing_features = host_lacks(self.spec)
+        self.check_messages = check_messages
+        self._status: ctypes.c_int32 | None = None
+        if check_messages:
+            address = engine.get_global_value_address(STATUS_GLOBAL)
+            self._status = ctypes.c_int32.from_address(address)
         self.arena_bytes = arena_bytes
         self.weight_bytes = weight_bytes
         self.input_names, self.output_names = input_names, output_names
@@ -214,6 +221,9 @@ class NativeProgram:
                 self._weights.ctypes.data,
                 self._pool.ctypes.data if self._pool is not None else None,
             )
+            if self._status is not None and self._status.value:
+                code, self._status.value = self._status.value, 0
+                raise SmeltError(self.check_messages[code - 1])
 
 
 @cache
@@ -334,4 +344,5 @@ def compile_to_native(
         lowered.threads,
         lowered.profiled_calls,
         spec,
+        lowered.check_messages,
     )

@@ -34,3 +34,11 @@ func.func @main(%x: memref<2x16xf32>, %y: memref<4xf32>) {
   func.call @row_sum(%v, %y) : (memref<4x8xf32>, memref<4xf32>) -> ()
   func.return
 }
+
+// A run-time check: its condition and the message a failed run raises.
+// CHECK-LABEL: func.func @check
+// CHECK:       loop.check %{{.*}}, "index out of range"
+func.func @check(%ok: i1) attributes {loop.kernel} {
+  loop.check %ok, "index out of range"
+  func.return
+}
