@@ -127,14 +127,19 @@ def check_against_onnxruntime(path, feeds, outputs, tolerance: float) -> int:
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     expected = dict(zip(names, session.run(names, feeds)))
-    worst = 0.0
+    worst, mismatched = 0.0, False
     for name, value in outputs.items():
-        ref = expected[name]
+        ref = np.asarray(expected[name])
+        if value.shape != ref.shape or value.dtype != ref.dtype:
+            print(f"  vs onnxruntime {name}: smelt gave {value.dtype}{list(value.shape)}"
+                  f", onnxruntime {ref.dtype}{list(ref.shape)}")
+            mismatched = True
+            continue
         scale = max(float(np.max(np.abs(ref))), 1e-30) if ref.size else 1.0
         err = float(np.max(np.abs(value.astype(np.float64) - ref))) / scale if ref.size else 0.0
         worst = max(worst, err)
         print(f"  vs onnxruntime {name}: max relative error {err:.2e}")
-    ok = worst <= tolerance
+    ok = worst <= tolerance and not mismatched
     print(f"check {'PASSED' if ok else 'FAILED'} (tolerance {tolerance:g})")
     return 0 if ok else 2
 

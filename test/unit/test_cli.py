@@ -108,3 +108,19 @@ def test_run_profile_prints_kernel_table(tmp_path):
     assert any(line.split()[:2] == ["relu_0", "1"] for line in result.stdout.splitlines())
     gpu = smelt_cli("run", str(path), "--profile", "3", "--target", "gpu")
     assert_one_line_error(gpu, "cpu target only")
+
+
+def test_check_compares_shapes_and_dtypes(tmp_path, capsys):
+    """--check fails on an output of the right values but another shape or dtype
+    (a subtraction would have broadcast it)."""
+    from smelt.compiler.cli import check_against_onnxruntime
+
+    path = tmp_path / "relu.onnx"
+    onnx.save(relu_model([2, 3]), path)
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    feeds, y = {"x": x}, np.maximum(x, 0)
+    name = relu_model([2, 3]).graph.output[0].name
+    assert check_against_onnxruntime(str(path), feeds, {name: y}, 1e-6) == 0
+    assert check_against_onnxruntime(str(path), feeds, {name: y[:, None]}, 1e-6) == 2
+    assert "smelt gave float32[2, 1, 3], onnxruntime float32[2, 3]" in capsys.readouterr().out
+    assert check_against_onnxruntime(str(path), feeds, {name: y.astype(np.float64)}, 1) == 2
