@@ -57,20 +57,42 @@ def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file by name."""
+    import zipfile
+
     try:
-        with np.load(path) as data:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise SmeltError(
+                f"'{path}' holds one unnamed array: save the inputs by name with "
+                "np.savez(path, input_name=array, ...)"
+            )
+        with data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as e:
-        raise SmeltError(f"cannot read inputs from '{path}': {e}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise SmeltError(
+            f"cannot read inputs from '{path}' ({type(e).__name__}: {e}); "
+            "is it an .npz file written by np.savez?"
+        ) from None
+
+
+def non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     import smelt
 
     path = resolve_model(args.model)
+    feeds = load_inputs(args.inputs) if args.inputs else None
+    shapes = {k: v.shape for k, v in (feeds or {}).items()}  # fix dynamic dims
+    shapes.update(parse_shapes(args.input_shape))
     t0 = time.perf_counter()
     model = smelt.compile(
-        path, args.target, input_shapes=parse_shapes(args.input_shape), level=args.level,
+        path, args.target, input_shapes=shapes, level=args.level,
         threads=args.threads, profile=args.profile, cpu=args.cpu,
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )
@@ -78,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{time.perf_counter() - t0:.2f} s  [pipeline: {model.info['pipeline']}]")
     if "cpu" in model.info:
         print(f"  cpu {model.info['cpu']}")
-    feeds = load_inputs(args.inputs) if args.inputs else random_inputs(model)
+    feeds = feeds if feeds is not None else random_inputs(model)
     t0 = time.perf_counter()
     outputs = model.run(feeds)
     print(f"ran in {(time.perf_counter() - t0) * 1e3:.1f} ms")
@@ -87,7 +109,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         head = np.array2string(flat[:5], precision=5, separator=", ")
         print(f"  {name}: {value.dtype}{list(value.shape)} {head}{' …' if flat.size > 5 else ''}")
     if args.output:
-        np.savez(args.output, **outputs)
+        try:
+            np.savez(args.output, **outputs)
+        except OSError as e:
+            raise SmeltError(f"cannot write the outputs to '{args.output}': {e}") from None
         print(f"wrote {args.output}")
     if args.profile:
         print_profile(model, feeds, args.profile)
@@ -104,7 +129,7 @@ def print_profile(model, feeds, runs: int, top: int = 25) -> None:
         model.run(feeds)
     wall = (time.perf_counter() - t0) / runs
     rows = model.profile()
-    total = sum(seconds for _, _, seconds in rows) / runs
+    total = max(sum(seconds for _, _, seconds in rows) / runs, 1e-12)
     print(f"profile over {runs} runs: {wall * 1e3:.2f} ms per run, "
           f"{total * 1e3:.2f} ms in {len(rows)} kernels")
     print(f"  {'kernel':<40} {'calls':>5} {'ms/run':>8} {'share':>6}")
@@ -221,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.add_argument("--tolerance", type=float, default=1e-4)
-    run.add_argument("--profile", type=int, default=0, metavar="RUNS",
+    run.add_argument("--profile", type=non_negative, default=0, metavar="RUNS",
                      help="time every kernel over RUNS more runs (cpu)")
     run.set_defaults(func=cmd_run)
     tgt = sub.add_parser("target", help="what smelt knows of a CPU (default: this one)")

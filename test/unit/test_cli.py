@@ -124,3 +124,31 @@ def test_check_compares_shapes_and_dtypes(tmp_path, capsys):
     assert check_against_onnxruntime(str(path), feeds, {name: y[:, None]}, 1e-6) == 2
     assert "smelt gave float32[2, 1, 3], onnxruntime float32[2, 3]" in capsys.readouterr().out
     assert check_against_onnxruntime(str(path), feeds, {name: y.astype(np.float64)}, 1) == 2
+
+
+def test_input_files_and_output_paths_fail_cleanly(tmp_path):
+    path = tmp_path / "relu.onnx"
+    onnx.save(relu_model(["n", 3]), path)
+    x = np.ones((2, 3), np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "x.npz", x=x)
+    data = (tmp_path / "x.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    assert_one_line_error(
+        smelt_cli("run", str(path), "--inputs", str(tmp_path / "x.npy")), "np.savez"
+    )
+    assert_one_line_error(
+        smelt_cli("run", str(path), "--inputs", str(tmp_path / "cut.npz")), "cut.npz"
+    )
+    assert_one_line_error(
+        smelt_cli("run", str(path), "--inputs", str(tmp_path / "x.npz"),
+                  "-o", str(tmp_path / "no" / "such" / "out.npz")),
+        "cannot write the outputs",
+    )  # fmt: skip
+    # the inputs file fixes the dynamic dim
+    ok = smelt_cli("run", str(path), "--inputs", str(tmp_path / "x.npz"), "--check")
+    assert ok.returncode == 0 and "check PASSED" in ok.stdout, ok.stderr
+    bad = smelt_cli("run", str(path), "--inputs", str(tmp_path / "x.npz"),
+                    "--profile", "-5")  # fmt: skip
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "--profile: must be 0 or more" in bad.stderr
