@@ -76,6 +76,21 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
         ) from None
 
 
+def dynamic_inputs(path: str) -> list[str]:
+    """The graph inputs of the model at `path` with a dim the model leaves open
+    (their shape then comes from the --inputs arrays)."""
+    import onnx
+
+    try:
+        graph = onnx.load(path, load_external_data=False).graph
+    except Exception:  # the compile that follows reports a bad file properly
+        return []
+    return [
+        i.name for i in graph.input
+        if any(not d.HasField("dim_value") for d in i.type.tensor_type.shape.dim)
+    ]  # fmt: skip
+
+
 def non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -88,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     path = resolve_model(args.model)
     feeds = load_inputs(args.inputs) if args.inputs else None
-    shapes = {k: v.shape for k, v in (feeds or {}).items()}  # fix dynamic dims
+    shapes = {k: feeds[k].shape for k in dynamic_inputs(path) if k in (feeds or {})}
     shapes.update(parse_shapes(args.input_shape))
     t0 = time.perf_counter()
     model = smelt.compile(
