@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,7 @@ def plan_memory(main: func.FuncOp) -> MemoryPlan:
         total = align_up(total)
         weight_offsets[op.result] = total
         total += buffer_info(op.result.type).nbytes
+    check_memory(main, align_up(end), total)
     weights = aligned_empty(total)
     for op in constants:
         start = weight_offsets[op.result]
@@ -76,6 +78,37 @@ def plan_memory(main: func.FuncOp) -> MemoryPlan:
             op
         )
     return MemoryPlan(align_up(end), weights, arena_offsets, weight_offsets)
+
+
+def machine_memory() -> int:
+    """This machine's physical memory in bytes (0 when the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) -> None:
+    """Refuses a model whose arena, weights and inputs / outputs together exceed
+    `limit` bytes (0: the machine's memory) before anything is allocated, naming
+    its largest buffers (a model of a 100 GB tensor died at allocation before)."""
+    limit = limit or machine_memory()
+    io = sum(buffer_info(a.type).nbytes for a in main.body.block.args)
+    need = arena + weights + io
+    if not limit or need <= limit:
+        return
+    sizes = [
+        (buffer_info(v.type).nbytes, str(v.type))
+        for v in [*main.body.block.args]
+        + [op.result for op in main.body.walk() if isinstance(op, AllocOp | ConstantOp)]
+    ]
+    largest = ", ".join(f"{t} ({n / 2**30:.1f} GiB)" for n, t in sorted(sizes)[-3:][::-1])
+    raise SmeltError(
+        f"the model needs {need / 2**30:.1f} GiB (arena {arena / 2**30:.1f}, weights "
+        f"{weights / 2**30:.1f}, inputs and outputs {io / 2**30:.1f}), more than this "
+        f"machine's {limit / 2**30:.1f} GiB; its largest buffers: {largest}; use "
+        "smaller input shapes"
+    )
 
 
 def _constant_bytes(op: ConstantOp) -> np.ndarray:
