@@ -16,6 +16,7 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import dce
 
 from smelt.dialects import graph
+from smelt.passes.data_movement import Atoms
 
 
 class RemoveIdentity(RewritePattern):
@@ -63,6 +64,46 @@ class FoldTranspose(RewritePattern):
                 )
 
 
+class ComposeDataMovement(RewritePattern):
+    """A chain of reshapes and transposes holding two transposes or more → one
+    transpose between two reshapes (`data_movement.Atoms`), when each of its
+    reshapes regroups whole factors of the dims. Rewrites at the chain's last op.
+
+        transpose{0,3,1,2} → reshape 1x4x28x56x56 → transpose{0,2,1,3,4} →
+        reshape 1x112x56x56 → transpose{0,2,3,1}        (channel shuffle, NHWC)
+      → reshape 56x56x4x28 → transpose{0,1,3,2} → reshape 1x56x56x112
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        chain = []
+        node = op
+        while isinstance(node, graph.ReshapeOp | graph.TransposeOp):
+            chain.append(node)
+            producer = node.input.owner
+            if not (
+                isinstance(producer, graph.ReshapeOp | graph.TransposeOp)
+                and producer.result.has_one_use()
+            ):
+                break
+            node = producer
+        chain.reverse()
+        if sum(isinstance(o, graph.TransposeOp) for o in chain) < 2:
+            return
+        atoms = Atoms.of_shape(graph.shape_of(chain[0].input))
+        for step in chain:
+            if isinstance(step, graph.TransposeOp):
+                atoms.transpose(list(step.attr("perm")))
+            elif not atoms.reshape(graph.shape_of(step.result)):
+                return
+        shape, perm = atoms.as_one_transpose()
+        element = op.result.type.element_type
+        new = [graph.ReshapeOp.build([chain[0].input], [graph.tensor(element, shape)])]
+        if perm != sorted(perm):
+            new.append(graph.TransposeOp.build([new[-1].results[0]], perm=perm))
+        new.append(graph.ReshapeOp.build([new[-1].results[0]], [op.result.type]))
+        rewriter.replace(op, new)
+
+
 @dataclass(frozen=True)
 class GraphSimplifyPass(ModulePass):
     """Removes work that changes nothing: duplicates, dead ops, identities, and
@@ -77,7 +118,12 @@ class GraphSimplifyPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
-                [RemoveIdentity(), FoldReshape(), FoldTranspose()]
+                [
+                    RemoveIdentity(),
+                    FoldReshape(),
+                    FoldTranspose(),
+                    ComposeDataMovement(),
+                ]
             )
         ).rewrite_module(op)
         cse(op)

@@ -51,3 +51,30 @@ func.func @keep(%arg0: tensor<2x6xf32>) -> tensor<4x3xf32> {
   %1 = graph.transpose %0 {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
   func.return %1 : tensor<4x3xf32>
 }
+
+// A channel shuffle in NHWC (to NCHW, split C, swap, merge, back to NHWC): three
+// transposes become one, between two reshapes.
+// CHECK-LABEL: func.func @channel_shuffle
+// CHECK-NEXT:    %[[A:.*]] = graph.reshape %x : (tensor<1x5x5x12xf32>) -> tensor<5x5x4x3xf32>
+// CHECK-NEXT:    %[[B:.*]] = graph.transpose %[[A]] {perm = array<i64: 0, 1, 3, 2>} : (tensor<5x5x4x3xf32>) -> tensor<5x5x3x4xf32>
+// CHECK-NEXT:    %[[C:.*]] = graph.reshape %[[B]] : (tensor<5x5x3x4xf32>) -> tensor<1x5x5x12xf32>
+// CHECK-NEXT:    func.return %[[C]]
+func.func @channel_shuffle(%x: tensor<1x5x5x12xf32>) -> tensor<1x5x5x12xf32> {
+  %a = graph.transpose %x {perm = array<i64: 0, 3, 1, 2>} : (tensor<1x5x5x12xf32>) -> tensor<1x12x5x5xf32>
+  %b = graph.reshape %a : (tensor<1x12x5x5xf32>) -> tensor<1x4x3x5x5xf32>
+  %c = graph.transpose %b {perm = array<i64: 0, 2, 1, 3, 4>} : (tensor<1x4x3x5x5xf32>) -> tensor<1x3x4x5x5xf32>
+  %d = graph.reshape %c : (tensor<1x3x4x5x5xf32>) -> tensor<1x12x5x5xf32>
+  %e = graph.transpose %d {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x12x5x5xf32>) -> tensor<1x5x5x12xf32>
+  func.return %e : tensor<1x5x5x12xf32>
+}
+
+// A reshape that cuts a swapped dim (3 split as 2 x 1.5) is not a regrouping of
+// factors: the chain stays.
+// CHECK-LABEL: func.func @not_a_regrouping
+// CHECK-COUNT-2: graph.transpose
+func.func @not_a_regrouping(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %a = graph.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %b = graph.reshape %a : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  %c = graph.transpose %b {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %c : tensor<3x2xf32>
+}
