@@ -83,4 +83,5 @@ class Atoms:
         """(shape of the source as atoms, the permutation of those atoms that gives
         this tensor's element order)."""
         final = [a for group in self.dims for a in group]
-        return [self.size[a] for a in self.source], [self.source.index(a) for a in final]
+        perm = [self.source.index(a) for a in final]
+        return [self.size[a] for a in self.source], perm

@@ -140,8 +140,9 @@ def _affine_layout(
         probe = {**first, p.iv: p.lb.data + p.step.data}
         steps.append([int(_grid(i, probe)) - b for i, b in zip(load.indices, base)])
     for d, size in enumerate(shape):
-        lo = base[d] + sum(min(0, s[d] * (p.trip_count - 1)) for s, p in zip(steps, loops))
-        hi = base[d] + sum(max(0, s[d] * (p.trip_count - 1)) for s, p in zip(steps, loops))
+        reach = [s[d] * (p.trip_count - 1) for s, p in zip(steps, loops)]
+        lo = base[d] + sum(min(0, r) for r in reach)
+        hi = base[d] + sum(max(0, r) for r in reach)
         if lo < 0 or hi >= size:
             raise Refused("an index leaves the operand")
     strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]

@@ -18,9 +18,14 @@ from smelt.dialects.dtypes import to_numpy
 from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm, threads
-from smelt.lowering.llvm.emit import ENTRY, PROFILE_GLOBAL, LoweredModule, lower_module
-from smelt.lowering.llvm.emit_memory import STATUS_GLOBAL
+from smelt.lowering.llvm.emit import (
+    ENTRY,
+    PROFILE_GLOBAL,
+    LoweredModule,
+    lower_module,
+)
 from smelt.lowering.llvm.emit_kernel import EmitOptions
+from smelt.lowering.llvm.emit_memory import STATUS_GLOBAL
 from smelt.lowering.llvm.plan import aligned_empty
 from smelt.lowering.llvm.types import buffer_info
 from smelt.targets.cpu_spec import CpuSpec, host, host_lacks

@@ -102,7 +102,8 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
         for v in [*main.body.block.args]
         + [op.result for op in main.body.walk() if isinstance(op, AllocOp | ConstantOp)]
     ]
-    largest = ", ".join(f"{t} ({n / 2**30:.1f} GiB)" for n, t in sorted(sizes)[-3:][::-1])
+    top = sorted(sizes)[-3:][::-1]
+    largest = ", ".join(f"{t} ({n / 2**30:.1f} GiB)" for n, t in top)
     raise SmeltError(
         f"the model needs {need / 2**30:.1f} GiB (arena {arena / 2**30:.1f}, weights "
         f"{weights / 2**30:.1f}, inputs and outputs {io / 2**30:.1f}), more than this "
