@@ -27,6 +27,8 @@ from xdsl.utils.exceptions import VerifyException
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
+from smelt.frontend.onnx_validate import label as node_label
+from smelt.frontend.onnx_validate import validate
 from smelt.runtime import reference
 
 ModelLike = str | os.PathLike | bytes | onnx.ModelProto
@@ -67,10 +69,13 @@ def import_model(
 
     `input_shapes` fixes the symbolic or unknown dims of the graph inputs;
     `base_dir` is the folder of the external data of a model given as bytes or a
-    ModelProto (a path's is its own folder). Raises one SmeltError that lists every
-    unsupported op and every dynamic input dim.
+    ModelProto (a path's is its own folder). The graph is checked first
+    (`onnx_validate`). Raises one SmeltError that lists every unsupported op and
+    every dynamic input dim.
     """
-    return _Importer(load_model(model, base_dir), dict(input_shapes or {})).run()
+    proto = load_model(model, base_dir)
+    validate(proto)
+    return _Importer(proto, dict(input_shapes or {})).run()
 
 
 _LOAD_ERRORS = (ProtobufError, ValueError, OSError, RuntimeError, ValidationError)
@@ -169,13 +174,6 @@ def element_type(onnx_type: int, what: str) -> Attribute:
         return dtypes.from_numpy(np_dtype)
     except SmeltError:
         raise Unsupported(f"{what}: element type {name} is not supported") from None
-
-
-def node_label(node: onnx.NodeProto, index: int) -> str:
-    """How messages name a node: its name, or `op_type#index` when it has none."""
-    if node.name:
-        return f"{node.op_type} '{node.name}'"
-    return f"{node.op_type}#{index}"
 
 
 class NodeContext:

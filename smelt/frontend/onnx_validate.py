@@ -1,0 +1,151 @@
+"""Structural checks of an ONNX graph before import: what onnxruntime refuses,
+smelt refuses too, with every problem named at once (instead of answering with
+the last of two definitions, ignoring an attribute, or failing deep in a pass).
+
+* every value is defined once (graph inputs, initializers, node outputs); an
+  initializer may share a graph input's name (its default value, as in ONNX);
+* the model imports an opset for the default domain;
+* each node's attributes exist in its op's schema, with the schema's type;
+  required inputs are not empty;
+* inputs that the schema binds to one type parameter have one element type, where
+  the types are known (graph inputs, initializers, value_info);
+* windows (Conv, pools): pads not negative, strides, dilations and kernel sizes
+  positive.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import defs
+
+from smelt.errors import SmeltError
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+WINDOW_OPS = {
+    "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "ConvInteger",
+    "QLinearConv", "MaxUnpool",
+}  # fmt: skip
+
+
+def label(node: onnx.NodeProto, index: int) -> str:
+    """How messages name a node: its name, or `op_type#index` when it has none."""
+    if node.name:
+        return f"{node.op_type} '{node.name}'"
+    return f"{node.op_type}#{index}"
+
+
+def validate(model: onnx.ModelProto) -> None:
+    """Raises one SmeltError listing every structural problem of `model`."""
+    problems = _opset(model) + _definitions(model.graph)
+    opset = next(
+        (o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0
+    )
+    known = _element_types(model.graph)
+    for index, node in enumerate(model.graph.node):
+        where = label(node, index)
+        if node.domain in DEFAULT_DOMAINS and opset:
+            problems += [f"{where}: {p}" for p in _against_schema(node, opset, known)]
+        if node.op_type in WINDOW_OPS:
+            problems += [f"{where}: {p}" for p in _window(node)]
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise SmeltError(
+            f"the model is not valid ONNX ({len(problems)} problem"
+            f"{'s' if len(problems) > 1 else ''}; onnxruntime refuses it too):\n{lines}"
+        )
+
+
+def _opset(model: onnx.ModelProto) -> list[str]:
+    if any(o.domain in DEFAULT_DOMAINS for o in model.opset_import):
+        return []
+    return ["the model imports no opset of the default ONNX domain (opset_import)"]
+
+
+def _definitions(graph: onnx.GraphProto) -> list[str]:
+    problems = []
+    inputs: set[str] = set()
+    for value in graph.input:
+        if value.name in inputs:
+            problems.append(f"graph input '{value.name}' is declared twice")
+        inputs.add(value.name)
+    initializers: set[str] = set()
+    for tensor in graph.initializer:
+        if tensor.name in initializers:
+            problems.append(f"initializer '{tensor.name}' is defined twice")
+        initializers.add(tensor.name)
+    defined = inputs | initializers
+    for index, node in enumerate(graph.node):
+        for name in node.output:
+            if not name:
+                continue
+            if name in defined:
+                problems.append(
+                    f"{label(node, index)}: output '{name}' is already defined "
+                    "(by a graph input, an initializer or an earlier node)"
+                )
+            defined.add(name)
+    return problems
+
+
+def _element_types(graph: onnx.GraphProto) -> dict[str, int]:
+    """Element types that the graph states: inputs, value_info, initializers."""
+    types = {
+        v.name: v.type.tensor_type.elem_type
+        for v in [*graph.input, *graph.value_info]
+        if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type
+    }
+    types.update((t.name, t.data_type) for t in graph.initializer if t.data_type)
+    return types
+
+
+def _against_schema(
+    node: onnx.NodeProto, opset: int, known: dict[str, int]
+) -> list[str]:
+    try:
+        schema = defs.get_schema(node.op_type, opset, "")
+    except defs.SchemaError:
+        return []  # an unknown op: the importer names it with the unsupported ones
+    problems = []
+    for attr in node.attribute:
+        spec = schema.attributes.get(attr.name)
+        if spec is None:
+            known = ", ".join(sorted(schema.attributes)) or "none"
+            problems.append(
+                f"attribute '{attr.name}' is not one of {node.op_type}'s "
+                f"(opset {opset}: {known})"
+            )
+        elif int(spec.type) != int(attr.type):
+            want = onnx.AttributeProto.AttributeType.Name(int(spec.type))
+            got = onnx.AttributeProto.AttributeType.Name(int(attr.type))
+            problems.append(f"attribute '{attr.name}' must be {want}, not {got}")
+    bound: dict[str, dict[str, int]] = {}  # type parameter → input → element type
+    for position, name in enumerate(node.input):
+        if not schema.inputs:
+            break
+        formal = schema.inputs[min(position, len(schema.inputs) - 1)]
+        single = formal.option == defs.OpSchema.FormalParameterOption.Single
+        if not name and single and position < len(schema.inputs):
+            problems.append(
+                f"input {position} ('{formal.name}') is required but given no value"
+            )
+        if name in known:
+            bound.setdefault(formal.type_str, {})[name] = known[name]
+    for param, types in bound.items():
+        if len(set(types.values())) > 1:
+            listed = ", ".join(
+                f"'{n}' {onnx.TensorProto.DataType.Name(t).lower()}"
+                for n, t in types.items()
+            )
+            problems.append(f"inputs {listed} must have one element type ({param})")
+    return problems
+
+
+def _window(node: onnx.NodeProto) -> list[str]:
+    problems = []
+    attrs = {a.name: list(a.ints) for a in node.attribute if a.ints}
+    if any(p < 0 for p in attrs.get("pads", [])):
+        problems.append(f"pads {attrs['pads']} are negative")
+    for key in ("strides", "dilations", "kernel_shape"):
+        if any(v <= 0 for v in attrs.get(key, [])):
+            problems.append(f"{key} {attrs[key]} must be positive")
+    return problems
