@@ -161,6 +161,24 @@ def _with_external_data(
     return proto
 
 
+def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
+    """The data of a TensorProto as an array; SmeltError when it is malformed (its
+    data does not fill its dims, or its data type is unknown)."""
+    if tensor.data_type == onnx.TensorProto.UNDEFINED or (
+        tensor.data_type not in onnx.TensorProto.DataType.values()
+    ):
+        raise SmeltError(f"{what}: data type {tensor.data_type} is not an ONNX type")
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError, KeyError) as e:
+        dims = "x".join(map(str, tensor.dims)) or "a scalar"
+        raise SmeltError(
+            f"{what}: its data does not make a tensor of {dims} "
+            f"{onnx.TensorProto.DataType.Name(tensor.data_type)} ({e}); "
+            "is the model corrupt?"
+        ) from None
+
+
 def element_type(onnx_type: int, what: str) -> Attribute:
     """The element type of ONNX tensor type `onnx_type` (SmeltError if none)."""
     try:
@@ -301,7 +319,7 @@ class _Importer:
     def _inputs(self) -> tuple[list[str], list[TensorType]]:
         for t in self.graph.initializer:
             try:
-                self.values[t.name] = Const(numpy_helper.to_array(t))
+                self.values[t.name] = Const(tensor_array(t, f"initializer '{t.name}'"))
             except Unsupported as e:
                 self.unsupported.append(f"initializer '{t.name}': {e}")
                 self.values[t.name] = _POISON

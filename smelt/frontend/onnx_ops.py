@@ -25,6 +25,7 @@ from smelt.frontend.onnx import (
     element_type_of,
     numpy_type_of,
     shape_of,
+    tensor_array,
 )
 
 Handler = Callable[[NodeContext], list[Value]]
@@ -203,10 +204,10 @@ def _constant(ctx: NodeContext) -> list[Value]:
 
 
 def _tensor_value(ctx: NodeContext, tensor) -> np.ndarray:
-    from onnx import numpy_helper
-
-    element_type(tensor.data_type, f"{ctx.label}: its value")  # supported at all?
-    return numpy_helper.to_array(tensor)
+    what = f"{ctx.label}: its value"
+    array = tensor_array(tensor, what)
+    element_type(tensor.data_type, what)  # supported at all?
+    return array
 
 
 @handles("ConstantOfShape")

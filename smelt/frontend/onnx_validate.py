@@ -94,8 +94,9 @@ def _element_types(graph: onnx.GraphProto) -> dict[str, int]:
         for v in [*graph.input, *graph.value_info]
         if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type
     }
-    types.update((t.name, t.data_type) for t in graph.initializer if t.data_type)
-    return types
+    types.update((t.name, t.data_type) for t in graph.initializer)
+    valid = set(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+    return {name: t for name, t in types.items() if t in valid}
 
 
 def _against_schema(

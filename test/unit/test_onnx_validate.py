@@ -93,3 +93,33 @@ def test_every_problem_at_once_and_valid_models_pass():
         smelt.compile(ok, "cpu").run({"x": x})["y"],
         np.minimum(x, 0.5),
     )
+
+
+def _add_with(tensor):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [tensor]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _corrupt(change):
+    tensor = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    change(tensor)
+    return tensor
+
+
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        (lambda t: setattr(t, "raw_data", t.raw_data[:10]), "does not make a tensor"),
+        (lambda t: setattr(t, "raw_data", t.raw_data + b"1234"), "does not make a tensor"),
+        (lambda t: t.dims.__setitem__(slice(None), [4, 5]), "of 4x5 FLOAT"),
+        (lambda t: setattr(t, "data_type", 999), "data type 999 is not an ONNX type"),
+        (lambda t: setattr(t, "data_type", 0), "data type 0 is not an ONNX type"),
+    ],
+)
+def test_malformed_initializers_are_named(change, words):
+    with pytest.raises(SmeltError, match=f"initializer 'w': .*{words}"):
+        smelt.compile(_add_with(_corrupt(change)), "cpu")
