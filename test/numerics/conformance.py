@@ -33,10 +33,38 @@ CLAIMED_OPS = frozenset(
 # initializer, as a user would with a real model); every other input stays a run-time
 # input.
 SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
-    "Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3),
-    "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "ReduceMean": (1,),
-    "ReduceSum": (1,), "ReduceMax": (1,), "ConstantOfShape": (0,), "Tile": (1,),
+    "Reshape": (1,),
+    "Expand": (1,),
+    "Slice": (1, 2, 3, 4),
+    "Pad": (1, 3),
+    "Split": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "ReduceMean": (1,),
+    "ReduceSum": (1,),
+    "ReduceMax": (1,),
+    "ConstantOfShape": (0,),
+    "Tile": (1,),
 }
+
+
+def as_array(value) -> np.ndarray:
+    """A case's input or expected value as an array: onnx gives some as TensorProto
+    (bfloat16, float16 and float64 casts), which np.asarray would wrap as objects."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    return np.asarray(value)
+
+
+def case_data(case) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
+    """Every data set of `case`, converted by `as_array`."""
+    return [
+        ([as_array(v) for v in inputs], [as_array(v) for v in expected])
+        for inputs, expected in case.data_sets
+    ]
 
 
 def shape_inputs(model) -> set[str]:
@@ -91,15 +119,16 @@ def run_case(case) -> Outcome:
     import smelt
 
     types = tuple(sorted({n.op_type for n in case.model.graph.node}))
-    frozen_model, _ = freeze(case.model, list(case.data_sets[0][0]))
+    data = case_data(case)
+    frozen_model, _ = freeze(case.model, data[0][0])
     try:
         model = smelt.compile(frozen_model, "cpu")
     except smelt.SmeltError as e:
         return Outcome(case.name, types, "unsupported", str(e).splitlines()[0][:160])
     except Exception as e:  # a crash on a valid model is a failure, not unsupported
         return Outcome(case.name, types, "failed", f"compile crashed: {type(e).__name__}: {e}"[:200])
-    for inputs, expected in case.data_sets:
-        _, inputs = freeze(case.model, list(inputs))
+    for inputs, expected in data:
+        _, inputs = freeze(case.model, inputs)
         feeds = dict(zip(model.input_names, inputs))
         try:
             got = model.run(feeds)
@@ -107,7 +136,6 @@ def run_case(case) -> Outcome:
             return Outcome(case.name, types, "failed", f"run: {type(e).__name__}: {e}"[:200])
         for name, want in zip(model.output_names, expected):
             have = got[name]
-            want = np.asarray(want)
             if have.dtype != want.dtype or have.shape != want.shape:
                 return Outcome(case.name, types, "failed",
                                f"{name}: got {have.dtype}{have.shape}, want {want.dtype}{want.shape}")
