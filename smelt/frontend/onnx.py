@@ -25,12 +25,13 @@ from xdsl.utils.exceptions import VerifyException
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
+from smelt.frontend import onnx_functions
 from smelt.frontend.onnx_load import ModelLike, load_model, tensor_array
+from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, validate
 from smelt.frontend.onnx_validate import label as node_label
-from smelt.frontend.onnx_validate import validate
 from smelt.runtime import reference
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
+MAX_FUNCTION_DEPTH = 16  # nested function bodies; deeper is a recursive definition
 
 
 class Unsupported(SmeltError):
@@ -95,11 +96,16 @@ class NodeContext:
     """What a handler sees of one node: its inputs, attributes and an emitter."""
 
     def __init__(
-        self, importer: _Importer, node: onnx.NodeProto, label: str, inputs: list
+        self,
+        importer: _Importer,
+        node: onnx.NodeProto,
+        label: str,
+        inputs: list,
+        opset: int,
     ) -> None:
         self.importer, self.node, self.label = importer, node, label
         self.inputs: list[Value | None] = inputs
-        self.opset = importer.opset
+        self.opset = opset
         self.attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
     def attr(self, name: str, default: Any = None) -> Any:
@@ -162,6 +168,8 @@ _POISON = object()  # the value of a node that failed: its users are skipped
 class _Importer:
     def __init__(self, model: onnx.ModelProto, input_shapes: dict) -> None:
         self.graph = model.graph
+        self.functions = {(f.domain, f.name): f for f in model.functions}
+        self.expansions = 0  # function calls expanded so far: unique value names
         self.opset = next(
             (o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 1
         )
@@ -283,22 +291,32 @@ class _Importer:
             ok = False
         return g.tensor(elem, shape) if ok else None
 
-    def _node(self, index: int, node: onnx.NodeProto, handlers: dict) -> None:
+    def _node(
+        self,
+        index: int,
+        node: onnx.NodeProto,
+        handlers: dict,
+        opset: int | None = None,
+        depth: int = 0,
+    ) -> None:
+        opset = opset or self.opset
         label = node_label(node, index)
         handler = handlers.get(node.op_type) if node.domain in DEFAULT_DOMAINS else None
         outputs: list = [_POISON] * len(node.output)
         try:
             inputs = [self._lookup(n, label) if n else None for n in node.input]
-            if handler is None:
-                domain = f" (domain '{node.domain}')" if node.domain else ""
-                raise Unsupported(
-                    f"{label}: op {node.op_type}{domain} is not supported"
-                )
             if any(v is _POISON for v in inputs):
                 pass  # an earlier problem is reported; nothing to add
-            else:
-                results = handler(NodeContext(self, node, label, inputs))
+            elif handler is not None:
+                ctx = NodeContext(self, node, label, inputs, opset)
+                results = handler(ctx)
                 outputs[: len(results)] = results
+            else:
+                body = self._function_body(node, label, inputs, opset, depth)
+                for i, inner in enumerate(body.nodes):
+                    self.used.update(inner.input)
+                    self._node(i, inner, handlers, body.opset, depth + 1)
+                return  # the body's nodes define the outputs
         except Unsupported as e:
             self.unsupported.append(_labelled(label, e))
         except SmeltError as e:
@@ -308,6 +326,30 @@ class _Importer:
         for name, v in zip(node.output, outputs):
             if name:
                 self.values[name] = v
+
+    def _function_body(
+        self, node: onnx.NodeProto, label: str, inputs: list, opset: int, depth: int
+    ) -> onnx_functions.Body:
+        """The nodes that replace a call of an op onnx defines as a function, or of
+        a function of the model; Unsupported when there is none."""
+        local = self.functions.get((node.domain, node.op_type))
+        function, defaults = local, {}
+        if local is None and node.domain in DEFAULT_DOMAINS:
+            types = [None if v is None else _type_proto(v) for v in inputs]
+            function = onnx_functions.schema_function(node, opset, types)
+            if function is not None:
+                defaults = onnx_functions.schema_defaults(node.op_type, opset)
+        if function is None:
+            domain = f" (domain '{node.domain}')" if node.domain else ""
+            raise Unsupported(f"{label}: op {node.op_type}{domain} is not supported")
+        if depth >= MAX_FUNCTION_DEPTH:
+            raise SmeltError(
+                f"{label}: function bodies nest deeper than {MAX_FUNCTION_DEPTH} "
+                "levels (a function that calls itself?)"
+            )
+        self.expansions += 1
+        scope = f"{node.name or label}#{self.expansions}"
+        return onnx_functions.expand(node, function, defaults, opset, scope)
 
     def _lookup(self, name: str, label: str) -> Any:
         if name not in self.values:
@@ -349,6 +391,11 @@ class _Importer:
             sections += [f"  - {p}" for p in self.errors]
         if sections:
             raise SmeltError("cannot import the ONNX model:\n" + "\n".join(sections))
+
+
+def _type_proto(v: Value) -> onnx.TypeProto:
+    elem = helper.np_dtype_to_tensor_dtype(numpy_type_of(v))
+    return onnx_functions.tensor_type(elem, shape_of(v))
 
 
 def _labelled(label: str, e: Exception) -> str:

@@ -143,6 +143,16 @@ def _cast(ctx: NodeContext) -> list[Value]:
     return ctx.emit(g.CastOp, [ctx.inputs[0]], to=to)
 
 
+@handles("CastLike")
+def _cast_like(ctx: NodeContext) -> list[Value]:
+    """Cast to the element type of the second input (whose values are unused)."""
+    x, like = ctx.inputs[:2]
+    to = element_type_of(like)
+    if element_type_of(x) == to:
+        return [x]
+    return ctx.emit(g.CastOp, [x], to=to)
+
+
 @handles("Dropout")
 def _dropout(ctx: NodeContext) -> list[Value]:
     if ctx.output_used(1):

@@ -56,6 +56,8 @@ def as_array(value) -> np.ndarray:
 
     if isinstance(value, onnx.TensorProto):
         return numpy_helper.to_array(value)
+    if isinstance(value, list | dict) or value is None:
+        return value  # a sequence, map or optional value: smelt refuses those types
     return np.asarray(value)
 
 
@@ -136,6 +138,8 @@ def run_case(case) -> Outcome:
             return Outcome(case.name, types, "failed", f"run: {type(e).__name__}: {e}"[:200])
         for name, want in zip(model.output_names, expected):
             have = got[name]
+            if not isinstance(want, np.ndarray):
+                return Outcome(case.name, types, "failed", f"{name}: not a tensor")
             if have.dtype != want.dtype or have.shape != want.shape:
                 return Outcome(case.name, types, "failed",
                                f"{name}: got {have.dtype}{have.shape}, want {want.dtype}{want.shape}")

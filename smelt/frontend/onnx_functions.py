@@ -1,0 +1,143 @@
+"""ONNX function bodies: a node whose op onnx defines as a function (HardSigmoid,
+GreaterOrEqual, Celu, Range, Attention, ...) or that calls a model-local function is
+replaced by the body's nodes, renamed into the caller's scope.
+
+The body comes from onnx itself (`OpSchema.function_body`, or the context-dependent
+builder that sees the node's attributes and input types), never from a hand-written
+copy; smelt then imports the body's nodes with its own handlers, recursively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import onnx
+from onnx import defs, helper
+
+from smelt.frontend.onnx_validate import DEFAULT_DOMAINS
+
+
+@dataclass
+class Body:
+    """The nodes that replace one call, and the default-domain opset they use."""
+
+    nodes: list[onnx.NodeProto]
+    opset: int
+
+
+def schema_function(
+    node: onnx.NodeProto, opset: int, input_types: Sequence[onnx.TypeProto | None]
+) -> onnx.FunctionProto | None:
+    """onnx's function body of default-domain `node` at `opset`, if it has one
+    (`input_types`: one per node input, None for an absent optional one).
+
+    A schema may carry bodies for several opsets (the body's own ops change with
+    the opset); the newest one not newer than the model's is used, else the oldest.
+    """
+    try:
+        schema = defs.get_schema(node.op_type, opset, "")
+    except defs.SchemaError:
+        return None
+    if schema.has_function:
+        version = _pick(schema.function_opset_versions, opset)
+        return _proto(schema.get_function_with_opset_version(version))
+    if schema.has_context_dependent_function:
+        version = _pick(schema.context_dependent_function_opset_versions, opset)
+        types = [(t or onnx.TypeProto()).SerializeToString() for t in input_types]
+        raw = schema.get_context_dependent_function_with_opset_version(
+            version, node.SerializeToString(), types
+        )
+        return _proto(raw)
+    return None
+
+
+def _proto(body: onnx.FunctionProto | bytes | None) -> onnx.FunctionProto | None:
+    """onnx's bindings return some bodies serialized."""
+    if isinstance(body, bytes):
+        return onnx.FunctionProto.FromString(body) if body else None
+    return body
+
+
+def _pick(versions: Sequence[int], opset: int) -> int:
+    older = [v for v in versions if v <= opset]
+    return max(older) if older else min(versions)
+
+
+def expand(
+    node: onnx.NodeProto,
+    function: onnx.FunctionProto,
+    defaults: dict[str, onnx.AttributeProto],
+    opset: int,
+    prefix: str,
+) -> Body:
+    """`function`'s nodes with formal inputs and outputs bound to `node`'s, every
+    inner value renamed under `prefix`, and attribute references resolved from the
+    node (or `defaults`); an unset reference without a default is dropped, as ONNX
+    function semantics say."""
+    names = dict(zip(function.input, node.input))
+    names.update(zip(function.output, node.output))
+    for formal in function.input[len(node.input) :]:
+        names[formal] = ""  # an optional input the caller left out
+    given = {a.name: a for a in node.attribute}
+    for a in function.attribute_proto:
+        defaults.setdefault(a.name, a)
+
+    def rename(name: str) -> str:
+        if not name:
+            return ""
+        if name not in names:
+            names[name] = f"{prefix}/{name}"
+        return names[name]
+
+    nodes = []
+    for inner in function.node:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(inner)
+        copy.input[:] = [rename(n) for n in inner.input]
+        copy.output[:] = [rename(n) for n in inner.output]
+        copy.name = f"{node.name or node.op_type}/{inner.name or inner.op_type}"
+        del copy.attribute[:]
+        for a in inner.attribute:
+            resolved = _resolve(a, given, defaults)
+            if resolved is not None:
+                copy.attribute.append(resolved)
+        nodes.append(copy)
+    body_opset = next(
+        (o.version for o in function.opset_import if o.domain in DEFAULT_DOMAINS),
+        opset,
+    )
+    return Body(nodes, body_opset)
+
+
+def _resolve(
+    attr: onnx.AttributeProto,
+    given: dict[str, onnx.AttributeProto],
+    defaults: dict[str, onnx.AttributeProto],
+) -> onnx.AttributeProto | None:
+    if not attr.ref_attr_name:
+        return attr
+    source = given.get(attr.ref_attr_name) or defaults.get(attr.ref_attr_name)
+    if source is None:
+        return None
+    out = onnx.AttributeProto()
+    out.CopyFrom(source)
+    out.name = attr.name
+    return out
+
+
+def schema_defaults(op_type: str, opset: int) -> dict[str, onnx.AttributeProto]:
+    """The default attribute values of `op_type`'s schema, by name."""
+    schema = defs.get_schema(op_type, opset, "")
+    out = {}
+    for name, a in schema.attributes.items():
+        if a.default_value.type != onnx.AttributeProto.UNDEFINED:
+            value = onnx.AttributeProto()
+            value.CopyFrom(a.default_value)
+            value.name = name
+            out[name] = value
+    return out
+
+
+def tensor_type(elem: int, shape: Sequence[int]) -> onnx.TypeProto:
+    return helper.make_tensor_type_proto(elem, list(shape))
