@@ -1,31 +1,25 @@
 """ONNX node-conformance harness: every collected case of the ops smelt claims,
 run through the compiled CPU path and compared with the case's expected outputs.
 
-`python test/numerics/conformance.py [--all] [OP ...]` prints per-op counts of passed,
-failed and unsupported cases; `--all` also tries the ops smelt does not claim.
+`python test/numerics/conformance.py [-v] [OP ...]` runs every case (or those that use
+one of the OPs) and prints, per tested op, the cases passed, failed (a wrong answer, a
+crash, a traceback) and refused (a SmeltError that states why); `--write` records the
+table in `conformance.md` and the passing cases in `conformance_passed.txt`, which
+`test_node_conformance.py` holds every later run to. An op is claimed when any of its
+cases passes: derived from the results, not kept by hand.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import re
 import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-
-# Ops whose every conformance case must pass through smelt.compile(target="cpu").
-# Not claimed though imported: Dropout (its training cases draw numpy random masks),
-# Identity (its cases include sequence and optional types).
-CLAIMED_OPS = frozenset(
-    """MatMul Gemm Add Sub Mul Div Pow Sqrt Exp Erf Tanh Sigmoid Relu Clip Softmax
-    LayerNormalization ReduceMean ReduceSum ReduceMax Reshape Transpose Concat Split
-    Slice Gather Unsqueeze Squeeze Flatten Where Pad MaxPool AveragePool
-    GlobalAveragePool BatchNormalization Conv Sum Constant ConstantOfShape Shape
-    LRN""".split()
-)
-
 
 # smelt compiles for static shapes: an operand that decides a shape (Reshape's shape,
 # Slice's starts, a reduction's axes, ...) must be known at compile time. A case that
@@ -43,6 +37,13 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "ReduceMean": (1,),
     "ReduceSum": (1,),
     "ReduceMax": (1,),
+    "ReduceMin": (1,),
+    "ReduceProd": (1,),
+    "ReduceL1": (1,),
+    "ReduceL2": (1,),
+    "ReduceLogSum": (1,),
+    "ReduceLogSumExp": (1,),
+    "ReduceSumSquare": (1,),
     "ConstantOfShape": (0,),
     "Tile": (1,),
 }
@@ -99,97 +100,165 @@ def freeze(model, inputs: list[np.ndarray]):
 @dataclass
 class Outcome:
     case: str
-    ops: tuple[str, ...]
-    status: str  # passed | failed | unsupported
+    status: str  # passed | failed | refused
     detail: str = ""
 
 
-def collect(ops: frozenset[str] | None):
-    """(case, op types) for cases whose ops are all in `ops` (all cases if None)."""
+HERE = Path(__file__).parent
+TABLE = HERE / "conformance.md"
+PASSED = HERE / "conformance_passed.txt"
+
+
+def collect() -> list:
+    """Every node test case onnx ships, in its order."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from onnx.backend.test.case.node import collect_testcases
 
-        cases = collect_testcases()
-    for case in cases:
-        types = tuple(sorted({n.op_type for n in case.model.graph.node}))
-        if ops is None or set(types) <= ops:
-            yield case, types
+        return list(collect_testcases())
+
+
+def ops_tested(cases: list) -> dict[str, str]:
+    """Case name → the op it tests: a one-node case's op type; an `_expanded` case
+    (onnx's function body of the op, written out) counts for its unexpanded twin."""
+    single = {
+        c.name: c.model.graph.node[0].op_type
+        for c in cases
+        if len(c.model.graph.node) == 1
+    }
+    out = {}
+    for c in cases:
+        twin = re.sub(r"_expanded(_ver\d+)?$", "", c.name)
+        out[c.name] = single.get(c.name) or single.get(twin) or "(multi-op models)"
+    return out
 
 
 def run_case(case) -> Outcome:
     import smelt
 
-    types = tuple(sorted({n.op_type for n in case.model.graph.node}))
     data = case_data(case)
     frozen_model, _ = freeze(case.model, data[0][0])
     try:
         model = smelt.compile(frozen_model, "cpu")
     except smelt.SmeltError as e:
-        return Outcome(case.name, types, "unsupported", str(e).splitlines()[0][:160])
+        return Outcome(case.name, "refused", _first_problem(str(e)))
     except Exception as e:  # a crash on a valid model is a failure, not unsupported
-        return Outcome(case.name, types, "failed", f"compile crashed: {type(e).__name__}: {e}"[:200])
+        return Outcome(case.name, "failed", f"compile crashed: {type(e).__name__}: {e}"[:200])
     for inputs, expected in data:
         _, inputs = freeze(case.model, inputs)
         feeds = dict(zip(model.input_names, inputs))
         try:
             got = model.run(feeds)
         except Exception as e:
-            return Outcome(case.name, types, "failed", f"run: {type(e).__name__}: {e}"[:200])
+            return Outcome(case.name, "failed", f"run: {type(e).__name__}: {e}"[:200])
         for name, want in zip(model.output_names, expected):
             have = got[name]
             if not isinstance(want, np.ndarray):
-                return Outcome(case.name, types, "failed", f"{name}: not a tensor")
+                return Outcome(case.name, "failed", f"{name}: not a tensor")
             if have.dtype != want.dtype or have.shape != want.shape:
-                return Outcome(case.name, types, "failed",
+                return Outcome(case.name, "failed",
                                f"{name}: got {have.dtype}{have.shape}, want {want.dtype}{want.shape}")
             try:
                 np.testing.assert_allclose(have, want, rtol=case.rtol, atol=case.atol)
             except AssertionError as e:
                 lines = [l for l in str(e).splitlines() if "Max" in l or "Mismatch" in l]
-                return Outcome(case.name, types, "failed", f"{name}: " + "; ".join(lines))
-    return Outcome(case.name, types, "passed")
+                return Outcome(case.name, "failed", f"{name}: " + "; ".join(lines))
+    return Outcome(case.name, "passed")
 
 
-def run(ops: frozenset[str] | None, only: set[str] | None = None) -> list[Outcome]:
+def run(cases: list, only: set[str] | None = None) -> list[Outcome]:
+    ops = ops_tested(cases)
     outcomes = []
-    for case, types in collect(ops):
-        if only and not set(types) & only:
+    for case in cases:
+        types = {n.op_type for n in case.model.graph.node} | {ops[case.name]}
+        if only and not types & only:
             continue
         outcomes.append(run_case(case))
     return outcomes
 
 
-def table(outcomes: list[Outcome]) -> str:
-    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+def table(outcomes: list[Outcome], ops: dict[str, str]) -> str:
+    """Markdown: per tested op, claimed / passed / failed / refused and why."""
+    counts: dict[str, collections.Counter] = collections.defaultdict(
+        collections.Counter
+    )
+    reasons: dict[str, collections.Counter] = collections.defaultdict(
+        collections.Counter
+    )
     for o in outcomes:
-        key = o.ops[0] if len(o.ops) == 1 else "(multi-op models)"
-        counts[key][o.status] += 1
-    lines = [f"{'op':<24}{'passed':>8}{'failed':>8}{'unsupported':>13}"]
-    for key in sorted(counts):
-        c = counts[key]
-        lines.append(f"{key:<24}{c['passed']:>8}{c['failed']:>8}{c['unsupported']:>13}")
+        counts[ops[o.case]][o.status] += 1
+        if o.status != "passed":
+            reasons[ops[o.case]][_reason(o.detail)] += 1
+    lines = [
+        "| op | claimed | passed | failed | refused | why (most common) |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for op in sorted(counts):
+        c = counts[op]
+        why = "; ".join(f"{r} ({n})" for r, n in reasons[op].most_common(2))
+        claimed = "yes" if c["passed"] else "no"
+        lines.append(
+            f"| {op} | {claimed} | {c['passed']} | {c['failed']} | {c['refused']} "
+            f"| {why.replace('|', '/')} |"
+        )
     total = collections.Counter(o.status for o in outcomes)
+    claimed_ops = sum(1 for c in counts.values() if c["passed"])
     lines.append(
-        f"{'total':<24}{total['passed']:>8}{total['failed']:>8}{total['unsupported']:>13}"
+        f"| total ({len(outcomes)} cases) | {claimed_ops} ops | {total['passed']} "
+        f"| {total['failed']} | {total['refused']} | |"
     )
     return "\n".join(lines)
+
+
+def _first_problem(message: str) -> str:
+    """The first problem a SmeltError lists (its first line is a heading)."""
+    lines = [line.strip() for line in message.splitlines()]
+    items = [line.removeprefix("- ") for line in lines if line.startswith("- ")]
+    return (items or [line for line in lines if not line.endswith(":")] or [""])[0][
+        :160
+    ]
+
+
+def _reason(detail: str) -> str:
+    """A refusal's message without node names and values, to group by."""
+    detail = re.sub(r"'[^']*'", "'…'", detail)
+    detail = re.sub(r"^\w+(#\d+| '…'): ", "", detail)
+    return re.sub(r"#\d+", "", detail)[:90]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("ops", nargs="*", help="only cases that use these ops")
-    parser.add_argument("--all", action="store_true", help="also unclaimed ops")
+    parser.add_argument("--all", action="store_true", help="(every case is run)")
+    parser.add_argument("--write", action="store_true", help="record the results")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    outcomes = run(None if args.all else CLAIMED_OPS, set(args.ops) or None)
-    print("claimed ops:", " ".join(sorted(CLAIMED_OPS)))
+    cases = collect()
+    ops = ops_tested(cases)
+    outcomes = run(cases, set(args.ops) or None)
     for o in outcomes:
-        if o.status != "passed" and (args.verbose or o.ops[0] in CLAIMED_OPS):
-            print(f"  {o.status:<12}{o.case}: {o.detail}")
-    print(table(outcomes))
-    bad = [o for o in outcomes if o.status != "passed" and set(o.ops) <= CLAIMED_OPS]
-    return 1 if bad else 0
+        if o.status == "failed" or (args.verbose and o.status != "passed"):
+            print(f"  {o.status:<9}{o.case}: {o.detail}")
+    text = table(outcomes, ops)
+    print(text)
+    if args.write:
+        if args.ops:
+            parser.error("--write records the whole suite: give no OPs")
+        TABLE.write_text(
+            "# ONNX node conformance through the compiled CPU path\n\n"
+            "Written by `python test/numerics/conformance.py --write` "
+            f"(onnx {onnx_version()}).\n\n{text}\n"
+        )
+        PASSED.write_text(
+            "".join(f"{o.case}\n" for o in outcomes if o.status == "passed")
+        )
+    return 1 if any(o.status == "failed" for o in outcomes) else 0
+
+
+def onnx_version() -> str:
+    import onnx
+
+    return onnx.__version__
 
 
 if __name__ == "__main__":
