@@ -282,3 +282,24 @@ def test_bfloat16_model_imports_and_runs():
     np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
     ref = run_graph(module, {"x": a})["y"]
     np.testing.assert_array_equal(ref.astype(np.float32), expected.astype(np.float32))
+
+
+def test_gather_with_a_scalar_constant_index_drops_the_axis():
+    """A ViT pooler: Gather of token 0 by a 0-d Constant index, then Gemm (the
+    constant used to be materialized 1-d, which kept the axis)."""
+    index = numpy_helper.from_array(np.array(-2, np.int64))
+    w = numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(8, 4), "w")
+    nodes = [
+        helper.make_node("Constant", [], ["i"], value=index),
+        helper.make_node("Gather", ["x", "i"], ["h"], axis=1),
+        helper.make_node("Gemm", ["h", "w"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "pooler",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])], [w],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(0).random((1, 5, 4), np.float32)
+    y = run_graph(import_model(model), {"x": x})["y"]
+    np.testing.assert_allclose(y, x[:, -2] @ numpy_helper.to_array(w).T, rtol=1e-6)
