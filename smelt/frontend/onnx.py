@@ -305,6 +305,9 @@ class _Importer:
         outputs: list = [_POISON] * len(node.output)
         try:
             inputs = [self._lookup(n, label) if n else None for n in node.input]
+            if handler is None and not self._is_function(node, opset):
+                domain = f" (domain '{node.domain}')" if node.domain else ""
+                raise Unsupported(f"{label}: op {node.op_type}{domain} is not supported")
             if any(v is _POISON for v in inputs):
                 pass  # an earlier problem is reported; nothing to add
             elif handler is not None:
@@ -327,6 +330,13 @@ class _Importer:
             if name:
                 self.values[name] = v
 
+    def _is_function(self, node: onnx.NodeProto, opset: int) -> bool:
+        if (node.domain, node.op_type) in self.functions:
+            return True
+        return node.domain in DEFAULT_DOMAINS and onnx_functions.has_function(
+            node.op_type, opset
+        )
+
     def _function_body(
         self, node: onnx.NodeProto, label: str, inputs: list, opset: int, depth: int
     ) -> onnx_functions.Body:
@@ -340,8 +350,10 @@ class _Importer:
             if function is not None:
                 defaults = onnx_functions.schema_defaults(node.op_type, opset)
         if function is None:
-            domain = f" (domain '{node.domain}')" if node.domain else ""
-            raise Unsupported(f"{label}: op {node.op_type}{domain} is not supported")
+            raise Unsupported(
+                f"{label}: op {node.op_type} is not supported for these input "
+                "types (onnx builds no function body for them)"
+            )
         if depth >= MAX_FUNCTION_DEPTH:
             raise SmeltError(
                 f"{label}: function bodies nest deeper than {MAX_FUNCTION_DEPTH} "

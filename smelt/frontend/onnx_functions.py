@@ -26,6 +26,15 @@ class Body:
     opset: int
 
 
+def has_function(op_type: str, opset: int) -> bool:
+    """Whether onnx defines default-domain `op_type` at `opset` as a function."""
+    try:
+        schema = defs.get_schema(op_type, opset, "")
+    except defs.SchemaError:
+        return False
+    return schema.has_function or schema.has_context_dependent_function
+
+
 def schema_function(
     node: onnx.NodeProto, opset: int, input_types: Sequence[onnx.TypeProto | None]
 ) -> onnx.FunctionProto | None:
