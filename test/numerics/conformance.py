@@ -45,6 +45,8 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "ReduceMax": (1,),
     "ConstantOfShape": (0,),
     "Tile": (1,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
 }
 
 
