@@ -74,7 +74,9 @@ def _diagonal(ctx: NodeContext, x: Value, labels: str) -> tuple[Value, str]:
         j = labels.index(c, i + 1)
         shape = shape_of(x)
         if shape[i] != shape[j]:
-            raise SmeltError(f"{ctx.label}: label '{c}' has sizes {shape[i]}, {shape[j]}")
+            raise SmeltError(
+                f"{ctx.label}: label '{c}' has sizes {shape[i]} and {shape[j]}"
+            )
         n = shape[i]
         rest = "".join(d for k, d in enumerate(labels) if k not in (i, j))
         x = _transpose(ctx, x, labels, rest + c + c)
@@ -134,17 +136,10 @@ def _einsum(ctx: NodeContext) -> list[Value]:
     labels, out = parse_equation(
         ctx, str(ctx.attr("equation", "")), [len(shape_of(v)) for v in operands]
     )
-    values = []
-    for x, ls in zip(operands, labels):
-        values.append(_diagonal(ctx, x, ls))
-    x, lx = values[0]
-    for i in range(len(values)):
-        if i:
-            b, lb = values[i]
-            later = "".join(l for _, l in values[i + 1 :])
-            b, lb = _sum_out(ctx, b, lb, out + later + lx)
-            x, lx = _contract(ctx, x, lx, b, lb, out + later)
-        else:
-            later = "".join(l for _, l in values[1:])
-            x, lx = _sum_out(ctx, x, lx, out + later)
+    values = [_diagonal(ctx, x, ls) for x, ls in zip(operands, labels)]
+    x, lx = _sum_out(ctx, *values[0], out + "".join(ls for _, ls in values[1:]))
+    for i in range(1, len(values)):
+        later = out + "".join(ls for _, ls in values[i + 1 :])
+        b, lb = _sum_out(ctx, *values[i], later + lx)
+        x, lx = _contract(ctx, x, lx, b, lb, later)
     return [_transpose(ctx, x, lx, out)]

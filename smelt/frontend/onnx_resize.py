@@ -4,8 +4,9 @@ Resize is separable: along each resized axis the output is an affine map of the
 input, y = W @ x + c, whose weights W (out, in) depend only on the shapes, the
 scales and the attributes. They are computed here at import, as the ONNX reference
 computes them (taps, neighbour choice, edge clamping, exclude_outside, antialias),
-and the map becomes a `graph.gather` (nearest: W is one-hot) or a `graph.matmul`
-with the constant W (linear, cubic); c holds tf_crop_and_resize's
+and the map becomes a `graph.gather` (nearest: W is one-hot) or, for linear and
+cubic, a gather of each row's taps, weighted and summed (a `graph.matmul` with the
+constant W on short axes); c holds tf_crop_and_resize's
 extrapolation_value on the rows whose source lies outside the input. Axes are
 applied first to last, as the reference's recursion does.
 """
@@ -197,6 +198,40 @@ def _apply(
             mask = Const(outside.reshape(out_len, *after))
             y = ctx.emit(g.WhereOp, [mask, fill, y])[0]
         return y
+    taps = max(1, int((weights != 0).sum(axis=1).max()))
+    if 4 * taps <= in_len:
+        y = _by_taps(ctx, x, axis, weights, taps)
+    else:
+        y = _by_matmul(ctx, x, axis, weights)
+    if outside.any():
+        fill = np.where(outside, interp.extrapolation, 0.0).astype(dtype)
+        y = ctx.emit(g.AddOp, [y, Const(fill.reshape(out_len, *after))])[0]
+    return y
+
+
+def _by_taps(
+    ctx: NodeContext, x: Value, axis: int, weights: np.ndarray, taps: int
+) -> Value:
+    """weights @ x along `axis` from the `taps` nonzero weights of each row: one
+    gather of every row's cells, a product and a sum over the taps."""
+    out_len = weights.shape[0]
+    index = np.zeros((out_len, taps), np.int64)
+    coeffs = np.zeros((out_len, taps))
+    for o, row in enumerate(weights):
+        (cells,) = np.nonzero(row)
+        index[o, : len(cells)], coeffs[o, : len(cells)] = cells, row[cells]
+    after = (1,) * (len(shape_of(x)) - axis - 1)
+    y = ctx.emit(g.GatherOp, [x, Const(index)], axis=axis)[0]
+    coeffs = Const(coeffs.reshape(out_len, taps, *after).astype(numpy_type_of(x)))
+    y = ctx.emit(g.MulOp, [y, coeffs])[0]
+    return ctx.emit(g.ReduceSumOp, [y], axes=[axis + 1], keepdims=0)[0]
+
+
+def _by_matmul(ctx: NodeContext, x: Value, axis: int, weights: np.ndarray) -> Value:
+    """weights @ x along `axis` as one matmul (short axes)."""
+    shape = shape_of(x)
+    out_len, in_len = weights.shape
+    dtype = numpy_type_of(x)
     lead, trail = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
     if trail == 1:
         flat = ctx.reshape(x, (lead, in_len))
@@ -204,11 +239,7 @@ def _apply(
     else:
         flat = ctx.reshape(x, (lead, in_len, trail))
         y = ctx.emit(g.MatMulOp, [Const(weights.astype(dtype)), flat])[0]
-    y = ctx.reshape(y, (*shape[:axis], out_len, *shape[axis + 1 :]))
-    if outside.any():
-        fill = np.where(outside, interp.extrapolation, 0.0).astype(dtype)
-        y = ctx.emit(g.AddOp, [y, Const(fill.reshape(out_len, *after))])[0]
-    return y
+    return ctx.reshape(y, (*shape[:axis], out_len, *shape[axis + 1 :]))
 
 
 def _floats(a: np.ndarray | None) -> list[float] | None:

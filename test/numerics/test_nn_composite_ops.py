@@ -93,6 +93,12 @@ def test_conv_transpose_3d_is_refused():
          dict(mode="nearest", nearest_mode="round_prefer_ceil")),
         (18, (1, 2, 8, 6), None, [3, 4],
          dict(mode="linear", axes=[3, 2], antialias=1)),
+        (13, (1, 2, 23, 40), [1, 1, 1.9, 0.4], None,
+         dict(mode="cubic", exclude_outside=1, cubic_coeff_a=-0.5)),
+        (18, (1, 2, 30, 17), None, [1, 2, 9, 34], dict(mode="cubic", antialias=1)),
+        (13, (1, 1, 12, 16), None, [1, 1, 7, 33],
+         dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+              extrapolation_value=-2.0)),
         (13, (3, 5), [2.0, 0.5], None,
          dict(mode="cubic", coordinate_transformation_mode="pytorch_half_pixel")),
     ],
@@ -103,6 +109,8 @@ def test_resize(opset, shape, scales, sizes, attrs):
         "roi": np.zeros(0, np.float32),
         "scales": np.array(scales or [], np.float32),
     }
+    if attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        consts["roi"] = np.array([0, 0, 0.2, -0.1, 1, 1, 0.9, 1.2], np.float32)
     if sizes is not None:
         consts["sizes"] = np.array(sizes, np.int64)
     model = single_node_model("Resize", {"x": x}, consts, opset=opset, **attrs)
