@@ -7,8 +7,8 @@ with the weight's channels swapped per group and its kernel flipped.
 is, with x' = x with stride - 1 zeros between cells and k' = K - 1 - k, a plain
 correlation of x' (padded by (K - 1) * dilation - pad_lo before, the same less
 pad_hi plus output_padding after) with the flipped kernel. 1-D runs as 2-D of
-height 1; 3-D is refused as it is for Conv. The weight transform folds at import
-when the weight is a constant.
+height 1; 3-D as a sum over the kernel depth of 2-D convs with the depth folded
+into the batch. The weight transform folds at import when the weight is constant.
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ def _conv_transpose(ctx: NodeContext) -> list[Value]:
     rank = len(xs) - 2
     if rank < 1 or len(ws) != len(xs):
         raise SmeltError(f"{ctx.label}: input {xs} and weight {ws} do not fit")
-    if rank > 2:
+    if rank > 3:
         raise ctx.unsupported(
-            f"{rank}-D ConvTranspose is not supported (only 1-D and 2-D, as Conv)"
+            f"{rank}-D ConvTranspose is not supported (only 1-D, 2-D and 3-D)"
         )
     group = int(ctx.attr("group", 1))
     kernel = list(ctx.attr("kernel_shape", ws[2:]))
@@ -99,40 +99,107 @@ def _conv_transpose(ctx: NodeContext) -> list[Value]:
         lo, hi, kernel = [0, *lo], [0, *hi], [1, *kernel]
     x = _dilate(ctx, x, strides)
     # Conv pads: the kernel span less the ConvTranspose pads; negative ones cut x'.
-    span = [(kernel[i] - 1) * dils[i] for i in range(2)]
-    before = [span[i] - lo[i] for i in range(2)]
-    after = [span[i] - hi[i] + out_pad[i] for i in range(2)]
+    span = [(k - 1) * d for k, d in zip(kernel, dils)]
+    before = [span[i] - lo[i] for i in range(len(span))]
+    after = [span[i] - hi[i] + out_pad[i] for i in range(len(span))]
     x = _cut(ctx, x, before, after)
     w = _conv_weight(ctx, w, group)
-    pads = [max(0, p) for p in before] + [max(0, p) for p in after]
-    y = ctx.emit(
-        g.Conv2dOp,
-        [x, w, b],
-        strides=[1, 1],
-        pads=pads,
-        dilations=dils,
-        group=group,
-        layout="nchw",
-    )[0]
+    before, after = [max(0, p) for p in before], [max(0, p) for p in after]
+    if rank == 3:
+        return [_conv3d(ctx, x, w, b, group, dils, before, after)]
+    y = _conv2d(ctx, x, w, b, group, dils, before + after)
     if rank == 1:
         n, c, _, length = shape_of(y)
         y = ctx.reshape(y, (n, c, length))
     return [y]
 
 
+def _conv2d(
+    ctx: NodeContext,
+    x: Value,
+    w: Value,
+    b: Value,
+    group: int,
+    dilations: Sequence[int],
+    pads: Sequence[int],
+) -> Value:
+    return ctx.emit(
+        g.Conv2dOp,
+        [x, w, b],
+        strides=[1, 1],
+        pads=list(pads),
+        dilations=list(dilations),
+        group=group,
+        layout="nchw",
+    )[0]
+
+
+def _conv3d(
+    ctx: NodeContext,
+    x: Value,
+    w: Value,
+    b: Value,
+    group: int,
+    dils: Sequence[int],
+    before: Sequence[int],
+    after: Sequence[int],
+) -> Value:
+    """The stride-1 correlation of x (N, C, D, H, W) with w (O, C / g, kD, kH, kW)
+    as a sum over kD of 2-D convs, the depth folded into the batch."""
+    dtype = numpy_type_of(x)
+    zero = Const(np.zeros((), dtype))
+    pads = [0, 0, before[0], 0, 0, 0, 0, after[0], 0, 0]
+    if before[0] or after[0]:
+        x = ctx.emit(g.PadOp, [x, zero], pads=pads, mode="constant")[0]
+    n, c, d, h, wd = shape_of(x)
+    c_out, c_g, kd, kh, kw = shape_of(w)
+    depth = d - (kd - 1) * dils[0]
+    x = ctx.emit(g.TransposeOp, [x], perm=[0, 2, 1, 3, 4])[0]  # N, D, C, H, W
+    no_bias = Const(np.zeros(c_out, dtype))
+    total: Value | None = None
+    for k in range(kd):
+        first = k * dils[0]
+        window = ctx.emit(
+            g.SliceOp,
+            [x],
+            starts=[0, first, 0, 0, 0],
+            ends=[n, first + depth, c, h, wd],
+            steps=[1] * 5,
+        )[0]
+        window = ctx.reshape(window, (n * depth, c, h, wd))
+        tap = ctx.emit(
+            g.SliceOp,
+            [w],
+            starts=[0, 0, k, 0, 0],
+            ends=[c_out, c_g, k + 1, kh, kw],
+            steps=[1] * 5,
+        )[0]
+        tap = ctx.reshape(tap, (c_out, c_g, kh, kw))
+        pads = [before[1], before[2], after[1], after[2]]
+        y = _conv2d(ctx, window, tap, b if k == 0 else no_bias, group, dils[1:], pads)
+        total = y if total is None else ctx.emit(g.AddOp, [total, y])[0]
+    _, _, ho, wo = shape_of(total)
+    total = ctx.reshape(total, (n, depth, c_out, ho, wo))
+    return ctx.emit(g.TransposeOp, [total], perm=[0, 2, 1, 3, 4])[0]
+
+
 def _dilate(ctx: NodeContext, x: Value, strides: Sequence[int]) -> Value:
-    """x (N, C, H, W) with strides - 1 zeros between neighbouring cells."""
+    """x (N, C, spatial...) with strides - 1 zeros between neighbouring cells."""
     if all(s == 1 for s in strides):
         return x
-    n, c, h, w = shape_of(x)
-    sh, sw = strides
-    x = ctx.reshape(x, (n, c, h, 1, w, 1))
+    shape = shape_of(x)
+    spatial = shape[2:]
+    split = [d for size in spatial for d in (size, 1)]
+    x = ctx.reshape(x, (*shape[:2], *split))
     zero = Const(np.zeros((), numpy_type_of(x)))
-    pads = [0] * 6 + [0, 0, 0, sh - 1, 0, sw - 1]
-    x = ctx.emit(g.PadOp, [x, zero], pads=pads, mode="constant")[0]
-    x = ctx.reshape(x, (n, c, h * sh, w * sw))
-    ends = [n, c, (h - 1) * sh + 1, (w - 1) * sw + 1]
-    return ctx.emit(g.SliceOp, [x], starts=[0] * 4, ends=ends, steps=[1] * 4)[0]
+    rank = 2 + len(split)
+    ends = [0, 0] + [p for s in strides for p in (0, s - 1)]
+    x = ctx.emit(g.PadOp, [x, zero], pads=[0] * rank + ends, mode="constant")[0]
+    x = ctx.reshape(x, (*shape[:2], *(d * s for d, s in zip(spatial, strides))))
+    ends = [*shape[:2], *((d - 1) * s + 1 for d, s in zip(spatial, strides))]
+    return ctx.emit(
+        g.SliceOp, [x], starts=[0] * len(ends), ends=ends, steps=[1] * len(ends)
+    )[0]
 
 
 def _cut(
@@ -146,20 +213,22 @@ def _cut(
     ends = list(shape[:2]) + [d + min(0, p) for d, p in zip(shape[2:], after)]
     if any(e <= s for s, e in zip(starts, ends)):
         raise SmeltError(f"{ctx.label}: its pads leave an empty output")
-    return ctx.emit(g.SliceOp, [x], starts=starts, ends=ends, steps=[1] * 4)[0]
+    steps = [1] * len(shape)
+    return ctx.emit(g.SliceOp, [x], starts=starts, ends=ends, steps=steps)[0]
 
 
 def _conv_weight(ctx: NodeContext, w: Value, group: int) -> Value:
-    """ConvTranspose weight (C_in, C_out / g, kH, kW) as a conv weight
-    (C_out, C_in / g, kH, kW) with its kernel flipped."""
-    c_in, c_out_g, kh, kw = shape_of(w)
-    w = ctx.reshape(w, (group, c_in // group, c_out_g, kh, kw))
-    w = ctx.emit(g.TransposeOp, [w], perm=[0, 2, 1, 3, 4])[0]
-    w = ctx.reshape(w, (group * c_out_g, c_in // group, kh, kw))
+    """ConvTranspose weight (C_in, C_out / g, k...) as a conv weight
+    (C_out, C_in / g, k...) with its kernel flipped."""
+    c_in, c_out_g, *kernel = shape_of(w)
+    w = ctx.reshape(w, (group, c_in // group, c_out_g, *kernel))
+    perm = [0, 2, 1, *range(3, 3 + len(kernel))]
+    w = ctx.emit(g.TransposeOp, [w], perm=perm)[0]
+    w = ctx.reshape(w, (group * c_out_g, c_in // group, *kernel))
     return ctx.emit(
         g.SliceOp,
         [w],
-        starts=[0, 0, kh - 1, kw - 1],
-        ends=[group * c_out_g, c_in // group, -1, -1],
-        steps=[1, 1, -1, -1],
+        starts=[0, 0, *(k - 1 for k in kernel)],
+        ends=[group * c_out_g, c_in // group, *(-1 for _ in kernel)],
+        steps=[1, 1, *(-1 for _ in kernel)],
     )[0]

@@ -74,10 +74,27 @@ def test_conv_transpose(xshape, wshape, attrs):
     check(model, {"x": x})
 
 
-def test_conv_transpose_3d_is_refused():
-    x, w = rand(1, 1, 2, 2, 2), rand(1, 1, 2, 2, 2)
+@pytest.mark.parametrize(
+    "xshape, wshape, attrs",
+    [
+        ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2),
+         dict(strides=[2, 1, 3], pads=[1, 0, 0, 0, 2, 1])),
+        ((2, 4, 3, 3, 4), (4, 1, 3, 2, 2),
+         dict(group=2, dilations=[2, 1, 1], output_padding=[1, 0, 0],
+              strides=[2, 2, 1])),
+    ],
+)  # fmt: skip
+def test_conv_transpose_3d(xshape, wshape, attrs):
+    x, w = rand(*xshape), rand(*wshape)
+    b = rand(wshape[1] * attrs.get("group", 1))
+    model = single_node_model("ConvTranspose", {"x": x}, {"w": w, "b": b}, **attrs)
+    check(model, {"x": x})
+
+
+def test_conv_transpose_4d_is_refused():
+    x, w = rand(1, 1, 2, 2, 2, 2), rand(1, 1, 2, 2, 2, 2)
     model = single_node_model("ConvTranspose", {"x": x}, {"w": w})
-    with pytest.raises(smelt.SmeltError, match="3-D ConvTranspose"):
+    with pytest.raises(smelt.SmeltError, match="4-D ConvTranspose"):
         smelt.compile(model, "cpu")
 
 
