@@ -46,6 +46,8 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "ReduceSumSquare": (1,),
     "ConstantOfShape": (0,),
     "Tile": (1,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
 }
 
 
