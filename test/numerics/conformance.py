@@ -43,8 +43,16 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "ReduceMean": (1,),
     "ReduceSum": (1,),
     "ReduceMax": (1,),
+    "ReduceMin": (1,),
+    "ReduceProd": (1,),
+    "ReduceL1": (1,),
+    "ReduceL2": (1,),
+    "ReduceSumSquare": (1,),
+    "ReduceLogSum": (1,),
+    "ReduceLogSumExp": (1,),
     "ConstantOfShape": (0,),
     "Tile": (1,),
+    "TopK": (1,),
 }
 
 
