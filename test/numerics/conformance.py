@@ -23,7 +23,8 @@ CLAIMED_OPS = frozenset(
     LayerNormalization ReduceMean ReduceSum ReduceMax Reshape Transpose Concat Split
     Slice Gather Unsqueeze Squeeze Flatten Where Pad MaxPool AveragePool
     GlobalAveragePool BatchNormalization Conv Sum Constant ConstantOfShape Shape
-    LRN""".split()
+    LRN
+    ReduceMin ReduceProd ArgMax ArgMin TopK Hardmax LogSoftmax""".split()
 )
 
 
