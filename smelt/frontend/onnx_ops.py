@@ -189,6 +189,8 @@ _SOFTMAX = {
 def _softmax(ctx: NodeContext) -> list[Value]:
     cls, x = _SOFTMAX[ctx.node.op_type], ctx.inputs[0]
     shape = shape_of(x)
+    if not shape:
+        raise SmeltError(f"{ctx.label}: its input must have rank >= 1, got a scalar")
     axis = axis_of(ctx, ctx.attr("axis", 1 if ctx.opset < 13 else -1), len(shape))
     if ctx.opset >= 13 or axis == len(shape) - 1:
         return ctx.emit(cls, [x], axis=axis)

@@ -11,12 +11,19 @@ from smelt.frontend.onnx_ops import axis_of, handles
 _ARG = {"ArgMax": g.ArgMaxOp, "ArgMin": g.ArgMinOp}
 
 
+def swept_shape(ctx: NodeContext) -> tuple[int, ...]:
+    """The shape of input 0, which must have an axis to sweep along."""
+    shape = shape_of(ctx.inputs[0])
+    if not shape:
+        raise SmeltError(f"{ctx.label}: its input must have rank >= 1, got a scalar")
+    return shape
+
+
 @handles(*_ARG)
 def _arg_reduce(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    shape = shape_of(x)
+    x, shape = ctx.inputs[0], swept_shape(ctx)
     axis = axis_of(ctx, ctx.attr("axis", 0), len(shape))
-    if shape and shape[axis] == 0:
+    if shape[axis] == 0:
         raise SmeltError(f"{ctx.label}: the reduced axis {axis} is empty")
     return ctx.emit(
         _ARG[ctx.node.op_type],
@@ -44,7 +51,7 @@ def _cumulative(ctx: NodeContext) -> list[Value]:
     (it does not change the output shape, so a model that computes it cannot be
     frozen for smelt by the shape operands either)."""
     x = ctx.inputs[0]
-    axis = axis_of(ctx, _scalar_const(ctx, 1, "axis"), len(shape_of(x)))
+    axis = axis_of(ctx, _scalar_const(ctx, 1, "axis"), len(swept_shape(ctx)))
     return ctx.emit(
         _CUMULATIVE[ctx.node.op_type],
         [x],
@@ -56,8 +63,7 @@ def _cumulative(ctx: NodeContext) -> list[Value]:
 
 @handles("TopK")
 def _top_k(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
-    shape = shape_of(x)
+    x, shape = ctx.inputs[0], swept_shape(ctx)
     axis = axis_of(ctx, ctx.attr("axis", -1), len(shape))
     k = int(ctx.attr("k")) if ctx.opset < 10 else _scalar_const(ctx, 1, "K")
     if not 0 <= k <= shape[axis]:

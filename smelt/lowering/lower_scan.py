@@ -17,10 +17,10 @@ from smelt.lowering.scalar_ops import Arith
 I64 = IntegerType(64)
 
 
-def _along(op: Operation) -> tuple[int, int, list[int]]:
+def _along(op: graph.GraphOp) -> tuple[int, int, list[int]]:
     """(axis, its length, the other dims) of an op's input."""
     dims = graph.shape_of(op.operands[0])
-    axis = graph.normalize_axis(op.attr("axis"), len(dims))  # type: ignore[attr-defined]
+    axis = graph.normalize_axis(op.attr("axis"), len(dims))
     return axis, dims[axis], [d for i, d in enumerate(dims) if i != axis]
 
 
@@ -48,7 +48,8 @@ def emit_arg_reduce(io: KernelIO, op: graph.ArgReduceOp) -> None:
                 take = a.cmp("ge", value, best) if is_max else a.cmp("ge", best, value)
                 if a.is_float:
                     take = k.op(arith.OrIOp, take, a.cmp("ne", value, value))
-            return [a.select(take, value, best), a.select(take, _as_i64(k, j[0]), where)]
+            position = _as_i64(k, j[0])
+            return [a.select(take, value, best), a.select(take, position, where)]
 
         init = a.lowest() if is_max else a.highest()
         _, where = k.reduce([n], [init, k.constant(0, I64)], step)

@@ -79,7 +79,9 @@ def test_arg_reduce_nan_and_ties_like_numpy(op, last):
     x = RNG.integers(0, 3, (4, 6)).astype(np.float32)
     x[1, [1, 4]] = np.nan
     x[2, :] = -np.inf if op == "ArgMax" else np.inf
-    node = helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0, select_last_index=last)
+    node = helper.make_node(
+        op, ["x"], ["y"], axis=1, keepdims=0, select_last_index=last
+    )
     got = compiled(model_of(node, x), x)["y"]
     find = np.argmax if op == "ArgMax" else np.argmin
     want = 5 - find(x[:, ::-1], axis=1) if last else find(x, axis=1)

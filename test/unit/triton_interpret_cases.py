@@ -208,7 +208,10 @@ def case_reductions_and_scans():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 40])
     r = helper.make_tensor_value_info("r", TensorProto.FLOAT, [4, 40])
     names = ["prod", "min", "logp", "hard", "arg", "cum", "cum2", "top", "top_i"]
-    outs = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in names]
+    outs = [
+        helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
+        for o in names
+    ]
     graph = helper.make_graph(nodes, "scans", [x, r], outs, [axis, k])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     feeds = {
