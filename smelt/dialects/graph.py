@@ -14,6 +14,7 @@ from smelt.dialects.graph_data import *
 from smelt.dialects.graph_elementwise import *
 from smelt.dialects.graph_fused import *
 from smelt.dialects.graph_nn import *
+from smelt.dialects.graph_scan import *
 
 Graph = Dialect(
     "graph",
@@ -49,7 +50,16 @@ Graph = Dialect(
         ReduceSumOp,
         ReduceMeanOp,
         ReduceMaxOp,
+        ReduceMinOp,
+        ReduceProdOp,
         SoftmaxOp,
+        LogSoftmaxOp,
+        HardmaxOp,
+        ArgMaxOp,
+        ArgMinOp,
+        CumSumOp,
+        CumProdOp,
+        TopKOp,
         LayerNormOp,
         BatchNormOp,
         LrnOp,

@@ -69,10 +69,36 @@ class ReduceMaxOp(ReduceOp):
 
 
 @irdl_op_definition
+class ReduceMinOp(ReduceOp):
+    name = "graph.reduce_min"
+
+
+@irdl_op_definition
+class ReduceProdOp(ReduceOp):
+    name = "graph.reduce_prod"
+
+
+@irdl_op_definition
 class SoftmaxOp(UnaryOp):
     """exp(x - max) / sum(exp(x - max)) along `axis`."""
 
     name = "graph.softmax"
+    axis = attr_def(IntegerAttr)
+
+
+@irdl_op_definition
+class LogSoftmaxOp(UnaryOp):
+    """(x - max) - log(sum(exp(x - max))) along `axis`."""
+
+    name = "graph.log_softmax"
+    axis = attr_def(IntegerAttr)
+
+
+@irdl_op_definition
+class HardmaxOp(UnaryOp):
+    """1 at the first maximum along `axis` (a NaN counts as the maximum), else 0."""
+
+    name = "graph.hardmax"
     axis = attr_def(IntegerAttr)
 
 

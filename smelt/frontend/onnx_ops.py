@@ -169,6 +169,8 @@ _REDUCE = {
     "ReduceSum": (g.ReduceSumOp, 13),
     "ReduceMean": (g.ReduceMeanOp, 18),
     "ReduceMax": (g.ReduceMaxOp, 18),
+    "ReduceMin": (g.ReduceMinOp, 18),
+    "ReduceProd": (g.ReduceProdOp, 18),
 }
 
 
@@ -186,16 +188,25 @@ def _reduce(ctx: NodeContext) -> list[Value]:
     return ctx.emit(cls, [x], axes=axes, keepdims=int(ctx.attr("keepdims", 1)))
 
 
-@handles("Softmax")
+_SOFTMAX = {
+    "Softmax": g.SoftmaxOp,
+    "LogSoftmax": g.LogSoftmaxOp,
+    "Hardmax": g.HardmaxOp,
+}
+
+
+@handles(*_SOFTMAX)
 def _softmax(ctx: NodeContext) -> list[Value]:
-    x = ctx.inputs[0]
+    cls, x = _SOFTMAX[ctx.node.op_type], ctx.inputs[0]
     shape = shape_of(x)
+    if not shape:
+        raise SmeltError(f"{ctx.label}: its input must have rank >= 1, got a scalar")
     axis = axis_of(ctx, ctx.attr("axis", 1 if ctx.opset < 13 else -1), len(shape))
     if ctx.opset >= 13 or axis == len(shape) - 1:
-        return ctx.emit(g.SoftmaxOp, [x], axis=axis)
+        return ctx.emit(cls, [x], axis=axis)
     # Before opset 13 the input is coerced to 2-D: dims from `axis` on are one row.
     flat = ctx.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
-    y = ctx.emit(g.SoftmaxOp, [flat], axis=1)[0]
+    y = ctx.emit(cls, [flat], axis=1)[0]
     return [ctx.reshape(y, shape)]
 
 
@@ -241,7 +252,7 @@ def _shape(ctx: NodeContext) -> list[Value]:
 
 
 # The other handlers register themselves in HANDLERS when imported.
-from smelt.frontend import onnx_nn, onnx_shapes  # noqa: F401
+from smelt.frontend import onnx_nn, onnx_scan, onnx_shapes  # noqa: F401
 from smelt.frontend import onnx_conv_transpose  # noqa: F401, E402
 from smelt.frontend import onnx_resize  # noqa: F401, E402
 from smelt.frontend import onnx_einsum, onnx_norms  # noqa: F401, E402

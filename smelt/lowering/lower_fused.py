@@ -9,7 +9,13 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph
 from smelt.errors import SmeltError
-from smelt.lowering import lower_conv, lower_matmul, lower_pool_indices, lower_reduce
+from smelt.lowering import (
+    lower_conv,
+    lower_matmul,
+    lower_pool_indices,
+    lower_reduce,
+    lower_scan,
+)
 from smelt.lowering.kernel_io import Anchor, KernelIO
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.lower_elementwise import SCALAR, emit_elementwise
@@ -19,6 +25,7 @@ ANCHORS: dict[type[Operation], Anchor] = {
     **lower_matmul.ANCHORS,
     **lower_reduce.ANCHORS,
     **lower_pool_indices.ANCHORS,
+    **lower_scan.ANCHORS,
 }
 
 

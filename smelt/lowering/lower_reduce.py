@@ -1,12 +1,12 @@
 """Reductions and normalizations as anchors: reduce_*, pools over all of H and W,
-softmax, layer_norm, batch_norm, LRN."""
+softmax, log_softmax, hardmax, layer_norm, batch_norm, LRN."""
 
 from __future__ import annotations
 
 import math as pymath
 from collections.abc import Callable
 
-from xdsl.dialects import math
+from xdsl.dialects import arith, math
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph
@@ -32,6 +32,10 @@ def _reduce(io: KernelIO, op: Operation, axes: tuple[int, ...], keepdims: bool) 
     count = pymath.prod(in_shape[i] for i in axes)
     if isinstance(op, graph.ReduceMaxOp):
         inits, combine = (lambda: [a.lowest()]), (lambda v, acc: [a.max(acc[0], v)])
+    elif isinstance(op, graph.ReduceMinOp):
+        inits, combine = (lambda: [a.highest()]), (lambda v, acc: [a.min(acc[0], v)])
+    elif isinstance(op, graph.ReduceProdOp):
+        inits, combine = (lambda: [a.one()]), (lambda v, acc: [a.mul(acc[0], v)])
     else:
         inits, combine = (lambda: [a.zero()]), (lambda v, acc: [a.add(acc[0], v)])
     finish: Callable[[list[SSAValue]], SSAValue] = lambda acc: acc[0]
@@ -91,6 +95,69 @@ def emit_softmax(io: KernelIO, op: graph.SoftmaxOp) -> None:
         )
         with k.loop(n) as j:
             io.write(0, a.div(shifted_exp(j), total), at(j))
+
+
+def emit_log_softmax(io: KernelIO, op: graph.LogSoftmaxOp) -> None:
+    """Like softmax: max, then sum of exp(x - max); writes (x - max) - log(sum)."""
+    k, a = io.k, _arith(io, op)
+    dims = graph.shape_of(op.input)
+    axis = graph.normalize_axis(op.attr("axis"), len(dims))
+    n = dims[axis]
+    others = [d for i, d in enumerate(dims) if i != axis]
+    with k.nest(others) as ivs:
+
+        def at(j: Index) -> list[Index]:
+            return [*ivs[:axis], j, *ivs[axis:]]
+
+        (peak,) = k.reduce(
+            [n], [a.lowest()], lambda j, acc: [a.max(acc[0], io.read(0, at(j[0])))]
+        )
+
+        def add_exp(j: list[Index], acc: list[SSAValue]) -> list[SSAValue]:
+            shifted = a.sub(io.read(0, at(j[0])), peak)
+            return [a.add(acc[0], a.math(math.ExpOp, shifted))]
+
+        (total,) = k.reduce([n], [a.zero()], add_exp)
+        log_total = a.math(math.LogOp, total)
+        with k.loop(n) as j:
+            io.write(0, a.sub(a.sub(io.read(0, at(j)), peak), log_total), at(j))
+
+
+def emit_hardmax(io: KernelIO, op: graph.HardmaxOp) -> None:
+    """Per position: the first index of the max along `axis` (a NaN counts as the
+    max, as in numpy's argmax), then 1 there and 0 elsewhere."""
+    k, a = io.k, _arith(io, op)
+    dims = graph.shape_of(op.input)
+    axis = graph.normalize_axis(op.attr("axis"), len(dims))
+    n = dims[axis]
+    others = [d for i, d in enumerate(dims) if i != axis]
+    with k.nest(others) as ivs:
+
+        def at(j: Index) -> list[Index]:
+            return [*ivs[:axis], j, *ivs[axis:]]
+
+        def step(j: list[Index], acc: list[SSAValue]) -> list[SSAValue]:
+            best, where = acc
+            value = io.read(0, at(j[0]))
+            take = first_extreme(a, "gt", value, best)
+            return [a.select(take, value, best), a.select(take, j[0], where)]
+
+        _, where = k.reduce([n], [a.lowest(), k.index(0)], step)
+        with k.loop(n) as j:
+            hit = k.cmp_index(j, "eq", where)
+            io.write(0, a.select(hit, a.one(), a.zero()), at(j))
+
+
+def first_extreme(a: Arith, pred: str, value: SSAValue, best: SSAValue) -> SSAValue:
+    """Whether `value` replaces `best` in a sweep that keeps the first extreme:
+    value `pred` best, or value is the first NaN (floats)."""
+    take = a.cmp(pred, value, best)
+    if not a.is_float:
+        return take
+    nan_first = a.k.op(
+        arith.AndIOp, a.cmp("ne", value, value), a.cmp("eq", best, best)
+    )
+    return a.k.op(arith.OrIOp, take, nan_first)
 
 
 def emit_layer_norm(io: KernelIO, op: graph.LayerNormOp) -> None:
@@ -185,7 +252,11 @@ ANCHORS: dict[type[Operation], Anchor] = {
     graph.ReduceMeanOp: Anchor(emit_reduce),
     graph.ReduceMaxOp: Anchor(emit_reduce),
     graph.GlobalAveragePoolOp: Anchor(emit_global_average_pool),
+    graph.ReduceMinOp: Anchor(emit_reduce),
+    graph.ReduceProdOp: Anchor(emit_reduce),
     graph.SoftmaxOp: Anchor(emit_softmax),
+    graph.LogSoftmaxOp: Anchor(emit_log_softmax),
+    graph.HardmaxOp: Anchor(emit_hardmax),
     graph.LayerNormOp: Anchor(emit_layer_norm),
     graph.BatchNormOp: Anchor(emit_batch_norm),
     graph.LrnOp: Anchor(emit_lrn),

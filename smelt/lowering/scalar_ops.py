@@ -83,6 +83,12 @@ class Arith:
             return self.const(float("-inf"))
         return self.const(0 if self.unsigned else -(1 << (self.width - 1)))
 
+    def highest(self) -> SSAValue:
+        """The identity of min: +inf, INT_MAX or all ones (unsigned, i1)."""
+        if self.is_float:
+            return self.const(float("inf"))
+        return self.const(-1 if self.unsigned else (1 << (self.width - 1)) - 1)
+
     # --- binary ops ----------------------------------------------------------------
 
     def _op(self, float_op, int_op, a: SSAValue, b: SSAValue) -> SSAValue:

@@ -18,11 +18,13 @@ from smelt.dialects import graph
 ELEMENTWISE = (
     graph.UnaryOp, graph.BinaryOp, graph.CastOp, graph.ClipOp, graph.WhereOp,
 )
-NOT_ELEMENTWISE = (graph.SoftmaxOp, graph.LrnOp)  # UnaryOp subclasses that reduce
+# UnaryOp subclasses that reduce
+NOT_ELEMENTWISE = (graph.SoftmaxOp, graph.LogSoftmaxOp, graph.HardmaxOp, graph.LrnOp)
 CONTRACTIONS = (graph.Conv2dOp, graph.MatMulOp, graph.GemmOp)
 REDUCTIONS = (
-    graph.SoftmaxOp, graph.LayerNormOp, graph.ReduceOp, graph.MaxPoolOp,
-    graph.AveragePoolOp, graph.GlobalAveragePoolOp, graph.LrnOp,
+    graph.SoftmaxOp, graph.LogSoftmaxOp, graph.HardmaxOp, graph.LayerNormOp,
+    graph.ReduceOp, graph.MaxPoolOp, graph.AveragePoolOp, graph.GlobalAveragePoolOp,
+    graph.LrnOp, graph.ArgReduceOp, graph.CumulativeOp, graph.TopKOp,
 )
 
 

@@ -246,13 +246,32 @@ def lowest(dtype: np.dtype) -> np.generic:
     return dtype.type(np.iinfo(dtype).min) if dtype.kind in "iu" else dtype.type(0)
 
 
-@kernel(g.ReduceSumOp, g.ReduceMeanOp, g.ReduceMaxOp)
+def highest(dtype: np.dtype) -> np.generic:
+    """The identity of min: +inf, INT_MAX or True."""
+    if dtype.kind == "f" or dtype == dtypes.to_numpy(dtypes.bf16):
+        return dtype.type(np.inf)
+    return dtype.type(np.iinfo(dtype).max) if dtype.kind in "iu" else dtype.type(1)
+
+
+def widened(x: np.ndarray) -> np.ndarray:
+    """16-bit floats as float32, the type the compiled kernels accumulate them in."""
+    narrow = (np.dtype(np.float16), dtypes.to_numpy(dtypes.bf16))
+    return x.astype(np.float32) if x.dtype in narrow else x
+
+
+@kernel(g.ReduceSumOp, g.ReduceMeanOp, g.ReduceMaxOp, g.ReduceMinOp, g.ReduceProdOp)
 def _reduce(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     x = args[0]
     axes = g.reduced_axes(op.attr("axes"), x.ndim)
     keep = bool(op.attr("keepdims"))
     if isinstance(op, g.ReduceMaxOp):
         return np.max(x, axis=axes, keepdims=keep, initial=lowest(x.dtype))
+    if isinstance(op, g.ReduceMinOp):
+        return np.min(x, axis=axes, keepdims=keep, initial=highest(x.dtype))
+    if isinstance(op, g.ReduceProdOp):
+        wide = widened(x)
+        y = np.prod(wide, axis=axes, keepdims=keep, dtype=wide.dtype)
+        return y.astype(x.dtype)
     if isinstance(op, g.ReduceSumOp) or x.dtype.kind == "b":
         return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
     if x.dtype.kind == "f":
@@ -266,6 +285,26 @@ def _softmax(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     axis = g.normalize_axis(op.attr("axis"), x.ndim)
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
+
+
+@kernel(g.LogSoftmaxOp)
+def _log_softmax(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = widened(args[0])
+    axis = g.normalize_axis(op.attr("axis"), x.ndim)
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    y = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return y.astype(args[0].dtype)
+
+
+@kernel(g.HardmaxOp)
+def _hardmax(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    axis = g.normalize_axis(op.attr("axis"), x.ndim)
+    first = np.expand_dims(np.argmax(x, axis=axis), axis)
+    positions = np.arange(x.shape[axis]).reshape(
+        [-1 if i == axis else 1 for i in range(x.ndim)]
+    )
+    return (positions == first).astype(x.dtype)
 
 
 # --- data movement -------------------------------------------------------------------
@@ -341,3 +380,4 @@ def _pad(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 
 
 from smelt.runtime import reference_nn  # noqa: F401  (registers nn kernels)
+from smelt.runtime import reference_scan  # noqa: F401  (registers scan kernels)

@@ -48,6 +48,7 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Tile": (1,),
     "Resize": (1, 2, 3),
     "Upsample": (1,),
+    "TopK": (1,),
 }
 
 

@@ -209,7 +209,14 @@ def test_f16_elementwise_computes_in_f32():
 
 
 @pytest.mark.parametrize(
-    "cls", [graph.ReduceSumOp, graph.ReduceMeanOp, graph.ReduceMaxOp]
+    "cls",
+    [
+        graph.ReduceSumOp,
+        graph.ReduceMeanOp,
+        graph.ReduceMaxOp,
+        graph.ReduceMinOp,
+        graph.ReduceProdOp,
+    ],
 )
 @pytest.mark.parametrize("axes,keep", [((), 1), ((1,), 0), ((0, 2), 1), ((-1,), 0)])
 def test_reduce(cls, axes, keep):
@@ -233,6 +240,24 @@ def test_softmax_and_layer_norm(axis):
         rtol=1e-4,
         atol=1e-5,
     )
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_sweeps_along_an_axis(axis):
+    """log_softmax, hardmax, arg_max / arg_min, cum_sum / cum_prod, top_k."""
+    x = np.round(randn(3, 4, 5) * 2)  # ties
+    g = Graph(x, ints(-4, 5, 4, 6))
+    xs, ns = g.args
+    outs = [
+        g(graph.LogSoftmaxOp, xs, axis=axis),
+        g(graph.HardmaxOp, xs, axis=axis),
+        g(graph.ArgMaxOp, xs, axis=axis, keepdims=1, select_last_index=0),
+        g(graph.ArgMinOp, ns, axis=axis, keepdims=0, select_last_index=1),
+        g(graph.CumSumOp, xs, axis=axis, exclusive=1, reverse=0),
+        g(graph.CumProdOp, ns, axis=axis, exclusive=0, reverse=1),
+        *g(graph.TopKOp, xs, axis=axis, k=2, largest=int(axis == 0)),
+    ]
+    check(g, *outs, rtol=1e-5)
 
 
 def test_batch_norm_lrn_global_average_pool():

@@ -187,3 +187,35 @@ def case_scalar_ops_match_numpy():
     np.testing.assert_allclose(of[:6], expect_f[:6], rtol=1e-5)
     assert np.isnan(of[6])  # maximumf propagates NaN
     np.testing.assert_array_equal(ob, f > -np.inf)
+
+
+def case_reductions_and_scans():
+    """ReduceProd / ReduceMin (block-reduced rows), LogSoftmax, Hardmax, ArgMax with
+    select_last_index, CumSum (sequential sweeps, not block reductions) and TopK."""
+    n = helper.make_node
+    axis = numpy_helper.from_array(np.array(1, np.int64), "axis")
+    k = numpy_helper.from_array(np.array([3], np.int64), "k")
+    nodes = [
+        n("ReduceProd", ["x"], ["prod"], axes=[1], keepdims=0),
+        n("ReduceMin", ["x"], ["min"], axes=[1], keepdims=1),
+        n("LogSoftmax", ["x"], ["logp"], axis=-1),
+        n("Hardmax", ["x"], ["hard"], axis=-1),
+        n("ArgMax", ["r"], ["arg"], axis=1, keepdims=0, select_last_index=1),
+        n("CumSum", ["x", "axis"], ["cum"], exclusive=1, reverse=1),
+        n("CumSum", ["x", "axis"], ["cum2"]),  # stores the yielded running total
+        n("TopK", ["x", "k"], ["top", "top_i"], axis=-1),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 40])
+    r = helper.make_tensor_value_info("r", TensorProto.FLOAT, [4, 40])
+    names = ["prod", "min", "logp", "hard", "arg", "cum", "cum2", "top", "top_i"]
+    outs = [
+        helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
+        for o in names
+    ]
+    graph = helper.make_graph(nodes, "scans", [x, r], outs, [axis, k])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {
+        "x": (RNG.random((4, 40)) + 0.5).astype(np.float32),
+        "r": RNG.integers(0, 3, (4, 40)).astype(np.float32),  # ties
+    }
+    run_model(shape_inference.infer_shapes(model), feeds)

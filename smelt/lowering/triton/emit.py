@@ -9,7 +9,8 @@ The mapping, for every kernel:
   plus the row-major linear index, masked by the lanes the index varies over;
 * inner loops run as Triton `for` loops per lane, except chains that can run side by
   side: those become blocks along a second axis (`BLOCK_R`), accumulators become
-  blocks reduced with `tl.sum` / `tl.reduce` after the loop (softmax, norms, pools);
+  blocks reduced with `tl.sum` / `tl.reduce` after the loop (softmax, norms, pools,
+  products);
 * contractions (see `contraction.py`) become `tl.dot` tiles with a K loop, the
   initial value and the fused epilogue applied to the finished tile.
 
@@ -82,23 +83,34 @@ def _max_nan(a, b):
 @triton.jit
 def _min_nan(a, b):
     return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _mul(a, b):
+    return a * b
 '''
 
 _IDENTITY = {
     arith.AddfOp: 0.0,
     arith.AddiOp: 0,
+    arith.MulfOp: 1.0,
+    arith.MuliOp: 1,
     arith.MaximumfOp: float("-inf"),
     arith.MinimumfOp: float("inf"),
 }
 _COMBINE = {
     arith.AddfOp: "({} + {})",
     arith.AddiOp: "({} + {})",
+    arith.MulfOp: "({} * {})",
+    arith.MuliOp: "({} * {})",
     arith.MaximumfOp: "tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
     arith.MinimumfOp: "tl.minimum({}, {}, propagate_nan=tl.PropagateNan.ALL)",
 }
 _REDUCE = {
     arith.AddfOp: "tl.sum({}, 1)",
     arith.AddiOp: "tl.sum({}, 1)",
+    arith.MulfOp: "tl.reduce({}, 1, _mul)",
+    arith.MuliOp: "tl.reduce({}, 1, _mul)",
     arith.MaximumfOp: "tl.reduce({}, 1, _max_nan)",
     arith.MinimumfOp: "tl.reduce({}, 1, _min_nan)",
 }

@@ -171,6 +171,11 @@ def _convert(op: Operation, a: list[str]) -> str:
     return f"{a[0]}.to({dtype(op.results[0].type)})"
 
 
+def _index_cast(op: Operation, a: list[str]) -> str:
+    # tl.cast, not .to: a loop index is a plain int under the interpreter
+    return f"tl.cast({a[0]}, {dtype(op.results[0].type)})"
+
+
 def _from_unsigned(op: Operation, a: list[str]) -> str:
     source = op.operands[0].type
     if width(source) == 1:
@@ -223,7 +228,7 @@ OP_TEXT: dict[type[Operation], OpText] = {
     arith.XOrIOp: _binary("^"),
     arith.CmpiOp: _cmpi,
     arith.SelectOp: _call("tl.where"),
-    arith.IndexCastOp: _convert,
+    arith.IndexCastOp: _index_cast,
     arith.AddfOp: _binary("+"),
     arith.SubfOp: _binary("-"),
     arith.MulfOp: _binary("*"),

@@ -229,7 +229,10 @@ def loaded_buffers(ops: Iterable[Operation]) -> set[SSAValue]:
 
 # --- chains that run as blocks ------------------------------------------------------
 
-COMBINERS = (arith.AddfOp, arith.AddiOp, arith.MaximumfOp, arith.MinimumfOp)
+COMBINERS = (
+    arith.AddfOp, arith.AddiOp, arith.MulfOp, arith.MuliOp, arith.MaximumfOp,
+    arith.MinimumfOp,
+)  # fmt: skip
 
 
 @dataclass
@@ -243,9 +246,12 @@ class BlockChain:
 
 def combine_op(acc: SSAValue, yielded: SSAValue) -> type[Operation] | None:
     """The combiner when `yielded` is combine(acc, v) or select(c, combine(acc, v),
-    acc), with acc used nowhere else; else None."""
+    acc), with acc and the running value used nowhere else (a scan that stores its
+    running total, like cum_sum, is sequential); else None."""
     op = yielded.owner
     uses = {u.operation for u in acc.uses}
+    if not yielded.has_one_use():
+        return None
     if isinstance(op, arith.SelectOp) and op.rhs is acc:
         inner = op.lhs.owner
         if (

@@ -1,0 +1,76 @@
+"""ONNX handlers of the ops that sweep one axis: ArgMax / ArgMin, CumSum / CumProd,
+TopK."""
+
+from __future__ import annotations
+
+from smelt.dialects import graph as g
+from smelt.errors import SmeltError
+from smelt.frontend.onnx import NodeContext, Value, shape_of
+from smelt.frontend.onnx_ops import axis_of, handles
+
+_ARG = {"ArgMax": g.ArgMaxOp, "ArgMin": g.ArgMinOp}
+
+
+def swept_shape(ctx: NodeContext) -> tuple[int, ...]:
+    """The shape of input 0, which must have an axis to sweep along."""
+    shape = shape_of(ctx.inputs[0])
+    if not shape:
+        raise SmeltError(f"{ctx.label}: its input must have rank >= 1, got a scalar")
+    return shape
+
+
+@handles(*_ARG)
+def _arg_reduce(ctx: NodeContext) -> list[Value]:
+    x, shape = ctx.inputs[0], swept_shape(ctx)
+    axis = axis_of(ctx, ctx.attr("axis", 0), len(shape))
+    if shape[axis] == 0:
+        raise SmeltError(f"{ctx.label}: the reduced axis {axis} is empty")
+    return ctx.emit(
+        _ARG[ctx.node.op_type],
+        [x],
+        axis=axis,
+        keepdims=int(ctx.attr("keepdims", 1)),
+        select_last_index=int(ctx.attr("select_last_index", 0)),
+    )
+
+
+def _scalar_const(ctx: NodeContext, i: int, what: str) -> int:
+    """Input `i`, a constant holding one integer."""
+    value = ctx.const(i, what)
+    if value is None or value.size != 1 or value.dtype.kind not in "iu":
+        raise SmeltError(f"{ctx.label}: its {what} must be one integer")
+    return int(value.reshape(-1)[0])
+
+
+_CUMULATIVE = {"CumSum": g.CumSumOp, "CumProd": g.CumProdOp}
+
+
+@handles(*_CUMULATIVE)
+def _cumulative(ctx: NodeContext) -> list[Value]:
+    """The axis must be known at compile time: the kernel's loop nest runs along it
+    (it does not change the output shape, so a model that computes it cannot be
+    frozen for smelt by the shape operands either)."""
+    x = ctx.inputs[0]
+    axis = axis_of(ctx, _scalar_const(ctx, 1, "axis"), len(swept_shape(ctx)))
+    return ctx.emit(
+        _CUMULATIVE[ctx.node.op_type],
+        [x],
+        axis=axis,
+        exclusive=int(ctx.attr("exclusive", 0)),
+        reverse=int(ctx.attr("reverse", 0)),
+    )
+
+
+@handles("TopK")
+def _top_k(ctx: NodeContext) -> list[Value]:
+    x, shape = ctx.inputs[0], swept_shape(ctx)
+    axis = axis_of(ctx, ctx.attr("axis", -1), len(shape))
+    k = int(ctx.attr("k")) if ctx.opset < 10 else _scalar_const(ctx, 1, "K")
+    if not 0 <= k <= shape[axis]:
+        raise SmeltError(
+            f"{ctx.label}: K = {k} is not within [0, {shape[axis]}] (axis {axis})"
+        )
+    largest = int(ctx.attr("largest", 1))
+    # sorted = 0 leaves the order unspecified: the sorted order is one of them.
+    return ctx.emit(g.TopKOp, [x], axis=axis, k=k, largest=largest)
+
