@@ -220,7 +220,8 @@ class ConstantOp(GraphOp):
 
     @staticmethod
     def from_array(array: np.ndarray) -> ConstantOp:
-        array = np.ascontiguousarray(array)
+        # ascontiguousarray makes a 0-d array 1-d: keep the scalar's shape
+        array = np.ascontiguousarray(array).reshape(np.shape(array))
         t = tensor(dtypes.from_numpy(array.dtype), array.shape)
         storage = array.astype(np.uint8) if array.dtype == np.bool_ else array
         attr = DenseIntOrFPElementsAttr(t, BytesAttr(_bytes_of(storage)))

@@ -231,4 +231,4 @@ def _shape(ctx: NodeContext) -> list[Value]:
 
 
 # The other handlers register themselves in HANDLERS when imported.
-from smelt.frontend import onnx_nn, onnx_shapes  # noqa: F401
+from smelt.frontend import onnx_index, onnx_nn, onnx_shapes  # noqa: F401

@@ -340,4 +340,4 @@ def _pad(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     return np.ascontiguousarray(y[crop])
 
 
-from smelt.runtime import reference_nn  # noqa: F401  (registers nn kernels)
+from smelt.runtime import reference_index, reference_nn  # noqa: F401,E402  (kernels)

@@ -45,6 +45,8 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "ReduceMax": (1,),
     "ConstantOfShape": (0,),
     "Tile": (1,),
+    "OneHot": (1,),
+    "Range": (0, 1, 2),
 }
 
 
