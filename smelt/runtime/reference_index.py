@@ -64,15 +64,21 @@ def _gather_nd(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 
 
 def _scatter(out: np.ndarray, where: tuple, updates: np.ndarray, reduction: str):
-    """out[where] (op)= updates, in order (the last duplicate wins for none)."""
-    if reduction == "none":
-        for n in range(updates.shape[0]):  # in order: the last duplicate wins
-            out[tuple(w[n] for w in where)] = updates[n]
-        return out
+    """out[where] (op)= updates, in order: the last duplicate wins for none, and
+    f16 / bf16 combine in f32 rounded at each step (as the compiled kernel does)."""
     low_float = out.dtype.itemsize == 2 and out.dtype.kind not in "iu"
-    wide = out.astype(np.float32) if low_float else out  # f16 / bf16 add in f32
-    _UFUNCS[reduction].at(wide, where, updates.astype(wide.dtype))
-    return wide.astype(out.dtype)
+    if reduction != "none" and not low_float:
+        _UFUNCS[reduction].at(out, where, updates)
+        return out
+    combine = _UFUNCS.get(reduction)
+    for n in range(updates.shape[0]):
+        at = tuple(w[n] for w in where)
+        new = updates[n]
+        if combine is not None:
+            wide = combine(out[at].astype(np.float32), new.astype(np.float32))
+            new = wide.astype(out.dtype)
+        out[at] = new
+    return out
 
 
 @kernel(g.ScatterElementsOp)
