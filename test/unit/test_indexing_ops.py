@@ -194,3 +194,27 @@ def test_one_hot_out_of_range_is_off_and_compress_folds():
     np.testing.assert_array_equal(
         smelt.compile(m, "cpu").run({"x": x})["y"], x[:, [0, 2]]
     )
+
+
+def test_scatter_updates_stay_serial():
+    """The update nest is a `reduction` nest with its checks: loop-parallelize
+    leaves it on one thread."""
+    from smelt.compiler import pipelines
+    from smelt.compiler.driver import import_graph, lower
+    from smelt.dialects import loop
+    from smelt.passes.loop_parallelize import THREADS_ATTR
+
+    feeds = {"d": np.zeros((512, 300), np.float32),
+             "i": np.zeros((400, 300), np.int64),
+             "u": np.zeros((400, 300), np.float32)}  # fmt: skip
+    m = model("ScatterElements", feeds, [512, 300], np.float32, axis=0,
+              reduction="add")  # fmt: skip
+    module = import_graph(m)
+    lower(module, pipelines.preset("cpu", "O2", 2).removesuffix(",buffer-plan"))
+    updates = [
+        op for op in module.walk()
+        if isinstance(op, loop.ForOp)
+        and any(isinstance(o, loop.CheckOp) for o in op.walk())
+    ]  # fmt: skip
+    assert updates and all(op.kind.data == loop.REDUCTION for op in updates)
+    assert not any(THREADS_ATTR in op.attributes for op in updates)
