@@ -13,6 +13,7 @@ from smelt.dialects.graph_base import *
 from smelt.dialects.graph_data import *
 from smelt.dialects.graph_elementwise import *
 from smelt.dialects.graph_fused import *
+from smelt.dialects.graph_index import *
 from smelt.dialects.graph_nn import *
 from smelt.dialects.graph_scan import *
 
@@ -70,6 +71,13 @@ Graph = Dialect(
         SplitOp,
         SliceOp,
         GatherOp,
+        GatherElementsOp,
+        GatherNDOp,
+        ScatterElementsOp,
+        ScatterNDOp,
+        TriluOp,
+        OneHotOp,
+        ReverseSequenceOp,
         PadOp,
         Conv2dOp,
         MaxPoolOp,

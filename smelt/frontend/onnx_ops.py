@@ -252,7 +252,7 @@ def _shape(ctx: NodeContext) -> list[Value]:
 
 
 # The other handlers register themselves in HANDLERS when imported.
-from smelt.frontend import onnx_nn, onnx_scan, onnx_shapes  # noqa: F401
+from smelt.frontend import onnx_index, onnx_nn, onnx_scan, onnx_shapes  # noqa: F401
 from smelt.frontend import onnx_conv_transpose  # noqa: F401, E402
 from smelt.frontend import onnx_resize  # noqa: F401, E402
 from smelt.frontend import onnx_einsum, onnx_norms  # noqa: F401, E402

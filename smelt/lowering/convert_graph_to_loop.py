@@ -7,8 +7,8 @@ emitters must implement):
   func.call, func.return
 * loop.for (static bounds, step 1, kind parallel or reduction, optional iter_args),
   loop.yield, loop.alloc, loop.constant, loop.view, loop.check (a run-time
-  condition: Gather's indices in range; the llvm target fails the run, the triton
-  target keeps only the clamp that follows it)
+  condition: gather / scatter indices in range; the llvm target fails the run, the
+  triton target keeps only the clamp that follows it)
 * memref.load, memref.store (indices of type index; i1 elements are bytes)
 * arith.constant (index, integer and float values; floats include inf and NaN)
 * on index and integers: arith.addi, subi, muli, divsi, divui, remsi, andi, ori,
@@ -37,7 +37,7 @@ from xdsl.passes import ModulePass
 
 from smelt.dialects import graph, loop
 from smelt.errors import SmeltError
-from smelt.lowering import lower_data, lower_elementwise, lower_fused
+from smelt.lowering import lower_data, lower_elementwise, lower_fused, lower_index
 from smelt.lowering.loop_builder import shape
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import copy_nest
@@ -67,6 +67,7 @@ VOCABULARY = frozenset(
 LOWERINGS: dict[type[Operation], Lowering] = {
     **lower_elementwise.LOWERINGS,
     **lower_data.LOWERINGS,
+    **lower_index.LOWERINGS,
     **lower_fused.LOWERINGS,
 }
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType
 from xdsl.ir import SSAValue
 
+from smelt.dialects import loop
 from smelt.lowering.loop_builder import Index, KernelBuilder, shape
 
 ScalarBody = Callable[[list[SSAValue]], SSAValue]
@@ -22,6 +25,20 @@ def broadcast_index(
         k.index(0) if d == 1 or lead + i < 0 else ivs[lead + i]
         for i, d in enumerate(operand_shape)
     ]
+
+
+def checked_index(
+    k: KernelBuilder, value: SSAValue, size: int, message: str
+) -> Index:
+    """A run-time integer index into a dim of `size` (> 0) as an in-bounds `index`:
+    negative values count from the end; a value out of [-size, size) fails the run
+    with `message` (`loop.check`, as onnxruntime fails) and is clamped meanwhile, so
+    that no access leaves the buffer."""
+    raw = k.op(arith.IndexCastOp, value, IndexType())
+    k.emit(loop.CheckOp(k.in_range(raw, -size, size), message))
+    wrapped = k.op(arith.AddiOp, raw, k.index(size))
+    index = k.op(arith.SelectOp, k.cmp_index(raw, "slt", 0), wrapped, raw)
+    return k.clamp(index, 0, size - 1)
 
 
 def map_elementwise(

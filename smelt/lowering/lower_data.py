@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph, loop
@@ -20,7 +19,12 @@ from smelt.lowering.loop_builder import (
     tag_loops,
 )
 from smelt.lowering.loop_context import LoweringContext
-from smelt.lowering.loop_nests import broadcast_index, copy_nest, offset_along
+from smelt.lowering.loop_nests import (
+    broadcast_index,
+    checked_index,
+    copy_nest,
+    offset_along,
+)
 from smelt.lowering.scalar_ops import memref_type
 
 # --- no kernel: constants, views, aliases --------------------------------------------
@@ -122,16 +126,8 @@ def lower_gather(ctx: LoweringContext, op: graph.GatherOp) -> None:
     )
 
     def src_index(ivs: list[Index]) -> list[Index]:
-        raw = k.op(
-            arith.IndexCastOp, k.load(indices, ivs[axis : axis + rank]), IndexType()
-        )
-        # Negative indices count from the end; an index out of [-size, size) fails
-        # the run (as onnxruntime does), and is clamped meanwhile so that no read
-        # leaves the buffer.
-        k.emit(loop.CheckOp(k.in_range(raw, -size, size), message))
-        wrapped = k.op(arith.AddiOp, raw, k.index(size))
-        index = k.op(arith.SelectOp, k.cmp_index(raw, "slt", 0), wrapped, raw)
-        index = k.clamp(index, 0, size - 1)
+        raw = k.load(indices, ivs[axis : axis + rank])
+        index = checked_index(k, raw, size, message)
         return [*ivs[:axis], index, *ivs[axis + rank :]]
 
     copy_nest(k, src, dst, shape(dst), src_index)

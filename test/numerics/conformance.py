@@ -49,6 +49,8 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Resize": (1, 2, 3),
     "Upsample": (1,),
     "TopK": (1,),
+    "OneHot": (1,),
+    "Range": (0, 1, 2),
 }
 
 

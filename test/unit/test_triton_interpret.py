@@ -22,6 +22,7 @@ CASES = [
     "rows_longer_than_one_block",
     "scalar_ops_match_numpy",
     "reductions_and_scans",
+    "indexing_ops",
 ]
 
 

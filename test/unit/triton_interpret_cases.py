@@ -219,3 +219,23 @@ def case_reductions_and_scans():
         "r": RNG.integers(0, 3, (4, 40)).astype(np.float32),  # ties
     }
     run_model(shape_inference.infer_shapes(model), feeds)
+
+
+def case_indexing_ops():
+    """Gathers and scatters by run-time indices (the scatter's updates run in
+    order in one serial phase: duplicates add up, the last write wins)."""
+    from test_indexing_ops import model
+
+    data = np.arange(24, dtype=np.float32).reshape(4, 6)
+    idx = np.array([[1, -1, 0, 1, 1, 3]] * 3, np.int64)  # duplicates along axis 0
+    upd = RNG.standard_normal((3, 6)).astype(np.float32)
+    for reduction in ("none", "add"):
+        feeds = {"d": data, "i": idx, "u": upd}
+        run_model(
+            model("ScatterElements", feeds, [4, 6], np.float32, axis=0,
+                  reduction=reduction), feeds,
+        )  # fmt: skip
+    feeds = {"d": data, "i": np.array([[[1], [-1]], [[0], [2]]], np.int64)}
+    run_model(model("GatherND", feeds, [2, 2, 6], np.float32), feeds)
+    feeds = {"d": data, "i": RNG.integers(-6, 6, (4, 3)).astype(np.int64)}
+    run_model(model("GatherElements", feeds, [4, 3], np.float32, axis=1), feeds)

@@ -1,0 +1,233 @@
+"""ONNX handlers of the indexing ops: GatherElements, GatherND, Scatter(Elements/ND),
+Trilu, OneHot, ReverseSequence (graph_index ops); Tile, DepthToSpace, SpaceToDepth
+(reshapes, expands and transposes); EyeLike, Range, Size (constants); Compress,
+NonZero, Unique (data-dependent shapes: folded when their input is a constant,
+refused otherwise). Registered in `onnx_ops.HANDLERS`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from smelt.dialects import graph as g
+from smelt.errors import SmeltError
+from smelt.frontend.onnx import Const, NodeContext, Value, element_type, shape_of
+from smelt.frontend.onnx_ops import axis_of, handles
+
+_STATIC = "smelt compiles static shapes"
+
+# --- gathers and scatters (indices at run time) -------------------------------------
+
+
+@handles("GatherElements")
+def _gather_elements(ctx: NodeContext) -> list[Value]:
+    x, indices = ctx.inputs[:2]
+    axis = axis_of(ctx, ctx.attr("axis", 0), len(shape_of(x)))
+    return ctx.emit(g.GatherElementsOp, [x, indices], axis=axis)
+
+
+@handles("GatherND")
+def _gather_nd(ctx: NodeContext) -> list[Value]:
+    x, indices = ctx.inputs[:2]
+    return ctx.emit(g.GatherNDOp, [x, indices], batch_dims=ctx.attr("batch_dims", 0))
+
+
+def _reduction(ctx: NodeContext) -> str:
+    reduction = ctx.attr("reduction", "none")
+    if reduction not in g.SCATTER_REDUCTIONS:
+        raise ctx.unsupported(f"scatter reduction '{reduction}' is not supported")
+    return reduction
+
+
+@handles("ScatterElements", "Scatter")
+def _scatter_elements(ctx: NodeContext) -> list[Value]:
+    x, indices, updates = ctx.inputs[:3]
+    axis = axis_of(ctx, ctx.attr("axis", 0), len(shape_of(x)))
+    return ctx.emit(
+        g.ScatterElementsOp, [x, indices, updates], axis=axis,
+        reduction=_reduction(ctx),
+    )  # fmt: skip
+
+
+@handles("ScatterND")
+def _scatter_nd(ctx: NodeContext) -> list[Value]:
+    return ctx.emit(g.ScatterNDOp, ctx.inputs[:3], reduction=_reduction(ctx))
+
+
+# --- positions ----------------------------------------------------------------------
+
+
+@handles("Trilu")
+def _trilu(ctx: NodeContext) -> list[Value]:
+    x, k = ctx.inputs[0], ctx.input(1)
+    if k is None:
+        k = Const(np.zeros((), np.int64))
+    elif math.prod(shape_of(k)) != 1:
+        raise SmeltError(f"{ctx.label}: k must hold one element")
+    return ctx.emit(g.TriluOp, [x, k], upper=int(ctx.attr("upper", 1)))
+
+
+@handles("OneHot")
+def _one_hot(ctx: NodeContext) -> list[Value]:
+    indices, values = ctx.inputs[0], ctx.inputs[2]
+    depth = ctx.const(1, "depth (it decides the output shape)").reshape(-1)
+    if depth.size != 1:
+        raise SmeltError(f"{ctx.label}: depth must hold one element")
+    axis = axis_of(ctx, ctx.attr("axis", -1), len(shape_of(indices)) + 1)
+    return ctx.emit(g.OneHotOp, [indices, values], depth=int(depth[0]), axis=axis)
+
+
+@handles("ReverseSequence")
+def _reverse_sequence(ctx: NodeContext) -> list[Value]:
+    x, lens = ctx.inputs[:2]
+    rank = len(shape_of(x))
+    batch = axis_of(ctx, ctx.attr("batch_axis", 1), rank)
+    time = axis_of(ctx, ctx.attr("time_axis", 0), rank)
+    return ctx.emit(
+        g.ReverseSequenceOp, [x, lens], batch_axis=batch, time_axis=time
+    )
+
+
+# --- copies made of reshapes, expands and transposes --------------------------------
+
+
+@handles("Tile")
+def _tile(ctx: NodeContext) -> list[Value]:
+    """x tiled r times along a dim of size d: reshape to (1, d), expand to (r, d),
+    reshape to (r * d)."""
+    x = ctx.inputs[0]
+    shape = shape_of(x)
+    repeats = [int(r) for r in ctx.const(1, "repeats").reshape(-1)]
+    if len(repeats) != len(shape) or any(r < 0 for r in repeats):
+        raise SmeltError(
+            f"{ctx.label}: needs {len(shape)} non-negative repeats, got {repeats}"
+        )
+    if all(r == 1 for r in repeats):
+        return [x]
+    split, expanded = [], []
+    for d, r in zip(shape, repeats):
+        split += [1, d] if r != 1 else [d]
+        expanded += [r, d] if r != 1 else [d]
+    y = ctx.emit(g.ExpandOp, [ctx.reshape(x, split)], shape=expanded)[0]
+    return [ctx.reshape(y, [d * r for d, r in zip(shape, repeats)])]
+
+
+def _blocks(ctx: NodeContext) -> tuple[tuple[int, ...], int, str]:
+    x = ctx.inputs[0]
+    shape, bs = shape_of(x), int(ctx.attr("blocksize", 0))
+    mode = ctx.attr("mode", "DCR")
+    if len(shape) != 4 or bs <= 0:
+        raise SmeltError(f"{ctx.label}: needs a 4-D input and a positive blocksize")
+    if mode not in ("DCR", "CRD"):
+        raise SmeltError(f"{ctx.label}: mode '{mode}' is not DCR or CRD")
+    return shape, bs, mode
+
+
+@handles("DepthToSpace")
+def _depth_to_space(ctx: NodeContext) -> list[Value]:
+    (n, c, h, w), bs, mode = _blocks(ctx)
+    if c % (bs * bs):
+        raise SmeltError(f"{ctx.label}: {c} channels do not split into {bs}x{bs}")
+    c2 = c // (bs * bs)
+    if mode == "DCR":
+        split, perm = (n, bs, bs, c2, h, w), (0, 3, 4, 1, 5, 2)
+    else:
+        split, perm = (n, c2, bs, bs, h, w), (0, 1, 4, 2, 5, 3)
+    y = ctx.emit(g.TransposeOp, [ctx.reshape(ctx.inputs[0], split)], perm=perm)[0]
+    return [ctx.reshape(y, (n, c2, h * bs, w * bs))]
+
+
+@handles("SpaceToDepth")
+def _space_to_depth(ctx: NodeContext) -> list[Value]:
+    (n, c, h, w), bs, mode = _blocks(ctx)
+    if h % bs or w % bs:
+        raise SmeltError(f"{ctx.label}: {h}x{w} does not split into {bs}x{bs} blocks")
+    perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    split = (n, c, h // bs, bs, w // bs, bs)
+    y = ctx.emit(g.TransposeOp, [ctx.reshape(ctx.inputs[0], split)], perm=perm)[0]
+    return [ctx.reshape(y, (n, c * bs * bs, h // bs, w // bs))]
+
+
+# --- constants: they depend on shapes only, or their inputs decide a shape ----------
+
+
+@handles("EyeLike")
+def _eye_like(ctx: NodeContext) -> list[Value]:
+    x = ctx.inputs[0]
+    shape = shape_of(x)
+    if len(shape) != 2:
+        raise SmeltError(f"{ctx.label}: needs a 2-D input, got shape {list(shape)}")
+    dtype = ctx.attr("dtype")
+    if dtype:
+        np_type = g.dtypes.to_numpy(element_type(dtype, f"{ctx.label}: 'dtype'"))
+    else:
+        np_type = x.array.dtype if isinstance(x, Const) else g.dtypes.to_numpy(
+            g.element_type_of(x)
+        )
+    return [Const(np.eye(shape[0], shape[1], int(ctx.attr("k", 0)), dtype=np_type))]
+
+
+@handles("Range")
+def _range(ctx: NodeContext) -> list[Value]:
+    what = "{} (the inputs of Range decide its length; " + _STATIC + ")"
+    start, limit, delta = (
+        ctx.const(i, what.format(n)).reshape(-1)[0]
+        for i, n in enumerate(("start", "limit", "delta"))
+    )
+    dtype = start.dtype
+    if delta == 0:
+        raise SmeltError(f"{ctx.label}: delta is 0")
+    if dtype in (np.float16, ml_dtypes.bfloat16):  # stash_type: f32 (1) or f64 (11)
+        wide = np.float64 if ctx.attr("stash_type", 1) == 11 else np.float32
+        start, limit, delta = (wide(v) for v in (start, limit, delta))
+    values = np.arange(start, limit, delta, dtype=start.dtype)
+    return [Const(values.astype(dtype))]
+
+
+@handles("Size")
+def _size(ctx: NodeContext) -> list[Value]:
+    return [Const(np.array(math.prod(shape_of(ctx.inputs[0])), np.int64))]
+
+
+# --- data-dependent output shapes ---------------------------------------------------
+
+
+def _dynamic(ctx: NodeContext, what: str, folds: bool = True) -> SmeltError:
+    return ctx.unsupported(
+        f"the output shape of {ctx.node.op_type} depends on the values of its "
+        f"{what}; {_STATIC}" + (" (it folds when they are constants)" if folds else "")
+    )
+
+
+@handles("Compress")
+def _compress(ctx: NodeContext) -> list[Value]:
+    x, condition = ctx.inputs[:2]
+    if not isinstance(condition, Const):
+        raise _dynamic(ctx, "condition input, computed at run time")
+    axis = ctx.attr("axis")
+    if axis is None:  # compress the flattened input
+        x, axis = ctx.reshape(x, (math.prod(shape_of(x)),)), 0
+    axis = axis_of(ctx, axis, len(shape_of(x)))
+    keep = np.nonzero(condition.array.reshape(-1))[0]
+    if keep.size and keep[-1] >= shape_of(x)[axis]:
+        raise SmeltError(
+            f"{ctx.label}: the condition selects index {keep[-1]} of an axis of "
+            f"size {shape_of(x)[axis]}"
+        )
+    return ctx.emit(g.GatherOp, [x, Const(keep.astype(np.int64))], axis=axis)
+
+
+@handles("NonZero")
+def _non_zero(ctx: NodeContext) -> list[Value]:
+    x = ctx.inputs[0]
+    if not isinstance(x, Const):
+        raise _dynamic(ctx, "input, computed at run time")
+    return [Const(np.array(np.nonzero(x.array), np.int64).reshape(x.array.ndim, -1))]
+
+
+@handles("Unique")
+def _unique(ctx: NodeContext) -> list[Value]:
+    raise _dynamic(ctx, "input", folds=False)
