@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from math import inf as math_inf
+
 from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph
@@ -52,10 +55,28 @@ UNARY: dict[type[Operation], Unary] = {
     graph.ReciprocalOp: lambda a, x: a.div(a.one(), x),
     graph.IdentityOp: lambda a, x: x,
     graph.DropoutOp: lambda a, x: x,
+    graph.SignOp: Arith.sign,
+    graph.RoundOp: _float_or_identity(_math(math.RoundEvenOp)),
+    graph.SinOp: _math(math.SinOp),
+    graph.CosOp: _math(math.CosOp),
+    graph.TanOp: _math(math.TanOp),
+    graph.AsinOp: _math(math.AsinOp),
+    graph.AcosOp: _math(math.AcosOp),
+    graph.AtanOp: _math(math.AtanOp),
+    graph.SinhOp: _math(math.SinhOp),
+    graph.CoshOp: _math(math.CoshOp),
+    graph.AsinhOp: _math(math.AsinhOp),
+    graph.AcoshOp: _math(math.AcoshOp),
+    graph.AtanhOp: _math(math.AtanhOp),
+    graph.NotOp: Arith.invert,
+    graph.IsNanOp: lambda a, x: a.k.op(arith.CmpfOp, x, x, "uno"),
 }
 FLOAT_ONLY = (
     graph.SigmoidOp, graph.TanhOp, graph.ExpOp, graph.LogOp, graph.ErfOp,
-    graph.SqrtOp, graph.ReciprocalOp, graph.LeakyReluOp,
+    graph.SqrtOp, graph.ReciprocalOp, graph.LeakyReluOp, graph.SinOp, graph.CosOp,
+    graph.TanOp, graph.AsinOp, graph.AcosOp, graph.AtanOp, graph.SinhOp,
+    graph.CoshOp, graph.AsinhOp, graph.AcoshOp, graph.AtanhOp, graph.IsNanOp,
+    graph.IsInfOp,
 )  # fmt: skip
 
 BINARY: dict[type[Operation], Binary] = {
@@ -69,6 +90,15 @@ BINARY: dict[type[Operation], Binary] = {
     graph.EqualOp: lambda a, x, y: a.cmp("eq", x, y),
     graph.LessOp: lambda a, x, y: a.cmp("lt", x, y),
     graph.GreaterOp: lambda a, x, y: a.cmp("gt", x, y),
+    graph.LessEqualOp: lambda a, x, y: a.cmp("le", x, y),
+    graph.GreaterEqualOp: lambda a, x, y: a.cmp("ge", x, y),
+    graph.AndOp: lambda a, x, y: a.bitwise(arith.AndIOp, x, y),
+    graph.OrOp: lambda a, x, y: a.bitwise(arith.OrIOp, x, y),
+    graph.XorOp: lambda a, x, y: a.bitwise(arith.XOrIOp, x, y),
+    graph.ShiftLeftOp: lambda a, x, y: a.shift(True, x, y),
+    graph.ShiftRightOp: lambda a, x, y: a.shift(False, x, y),
+    # x itself where it is not below 0, so NaN passes through
+    graph.PreluOp: lambda a, x, y: a.select(a.cmp("lt", x, a.zero()), a.mul(x, y), x),
 }
 
 
@@ -86,6 +116,20 @@ def _leaky_relu(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
     x = v[0]
     alpha = a.const(op.attr("alpha"))  # type: ignore[attr-defined]
     return a.select(a.cmp("ge", x, a.zero()), x, a.mul(x, alpha))
+
+
+def _mod(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    a = _arith(k, op)
+    return a.rem(v[0], v[1]) if op.attr("fmod") else a.mod(v[0], v[1])  # type: ignore
+
+
+def _is_inf(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    a = _arith(k, op)
+    found = k.constant(False, IntegerType(1))
+    for attr, value in (("detect_positive", math_inf), ("detect_negative", -math_inf)):
+        if op.attr(attr):  # type: ignore[attr-defined]
+            found = k.op(arith.OrIOp, found, a.cmp("eq", v[0], a.const(value)))
+    return found
 
 
 def _cast(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
@@ -108,6 +152,8 @@ SCALAR: dict[type[Operation], Scalar] = {
         for cls, fn in BINARY.items()
     },
     graph.LeakyReluOp: _leaky_relu,
+    graph.ModOp: _mod,
+    graph.IsInfOp: _is_inf,
     graph.CastOp: _cast,
     graph.ClipOp: _clip,
     graph.WhereOp: lambda k, op, v: k.op(arith.SelectOp, v[0], v[1], v[2]),
