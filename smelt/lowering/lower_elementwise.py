@@ -40,6 +40,16 @@ def _float_or_identity(fn: Unary) -> Unary:
     return lambda a, x: fn(a, x) if a.is_float else x
 
 
+def _prelu(a: Arith, x: SSAValue, slope: SSAValue) -> SSAValue:
+    """x where x >= 0, else slope * x. On floats max(x, 0) + slope * min(x, 0),
+    without a compare so that the loop vectorizes: one of the terms is 0, so the
+    sum is exact, and NaN propagates."""
+    zero = a.zero()
+    if a.is_float:
+        return a.add(a.max(x, zero), a.mul(slope, a.min(x, zero)))
+    return a.select(a.cmp("lt", x, zero), a.mul(x, slope), x)
+
+
 UNARY: dict[type[Operation], Unary] = {
     graph.ReluOp: lambda a, x: a.max(x, a.zero()),
     graph.SigmoidOp: _sigmoid,
@@ -97,8 +107,7 @@ BINARY: dict[type[Operation], Binary] = {
     graph.XorOp: lambda a, x, y: a.bitwise(arith.XOrIOp, x, y),
     graph.ShiftLeftOp: lambda a, x, y: a.shift(True, x, y),
     graph.ShiftRightOp: lambda a, x, y: a.shift(False, x, y),
-    # x itself where it is not below 0, so NaN passes through
-    graph.PreluOp: lambda a, x, y: a.select(a.cmp("lt", x, a.zero()), a.mul(x, y), x),
+    graph.PreluOp: _prelu,
 }
 
 

@@ -119,11 +119,18 @@ class Arith:
         return k.op(arith.SelectOp, by_zero, zero, quotient)
 
     def rem(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        """The remainder with the dividend's sign (C fmod); x rem 0 is 0 on integers
-        (the llvm target makes remsi / remui total) and NaN on floats."""
+        """The remainder with the dividend's sign (C fmod). On integers x rem 0 is
+        0 and MIN rem -1 is 0, guarded here so that no target traps; on floats
+        x rem 0 is NaN."""
         if self.is_float:
             return self.k.op(RemFOp, a, b)
-        return self.k.op(arith.RemUIOp if self.unsigned else arith.RemSIOp, a, b)
+        k, zero, one = self.k, self.zero(), self.one()
+        risky = k.op(arith.CmpiOp, b, zero, "eq")
+        if not self.unsigned:  # a rem -1 is 0 for every a
+            minus_one = k.op(arith.CmpiOp, b, self.const(-1), "eq")
+            risky = k.op(arith.OrIOp, risky, minus_one)
+        rem = arith.RemUIOp if self.unsigned else arith.RemSIOp
+        return self.select(risky, zero, k.op(rem, a, self.select(risky, one, b)))
 
     def mod(self, a: SSAValue, b: SSAValue) -> SSAValue:
         """The remainder with the divisor's sign (Python's %): rem, plus b where a

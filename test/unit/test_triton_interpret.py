@@ -21,6 +21,7 @@ CASES = [
     "conv_batchnorm_relu_and_pools",
     "rows_longer_than_one_block",
     "scalar_ops_match_numpy",
+    "logic_bitwise_mod_and_trig_ops",
 ]
 
 
