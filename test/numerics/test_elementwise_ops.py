@@ -258,3 +258,23 @@ def test_triton_source_of_the_new_ops():
     for fn in ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh"]:
         assert f"libdevice.{fn}(" in source
     assert "libdevice.atanh(" in source and "libdevice.rint(" in source
+
+
+def test_conv_then_prelu_with_a_per_channel_slope_in_nhwc():
+    """The CPU preset runs convs in NHWC; the slope constant [C, 1, 1] moves along."""
+    w = RNG.standard_normal([6, 3, 3, 3]).astype(np.float32)
+    slope = RNG.uniform(0, 0.5, [6, 1, 1]).astype(np.float32)
+    nodes = [
+        node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+        node("PRelu", ["c", "slope"], "p"),
+        node("Sin", ["p"], "y"),
+    ]
+    m = model(nodes, [("x", F32, [1, 3, 9, 9])], [("y", F32, [1, 6, 9, 9])])
+    m.graph.initializer.extend([
+        helper.make_tensor("w", F32, w.shape, w.reshape(-1)),
+        helper.make_tensor("slope", F32, slope.shape, slope.reshape(-1)),
+    ])  # fmt: skip
+    feeds = {"x": RNG.standard_normal([1, 3, 9, 9]).astype(np.float32)}
+    np.testing.assert_allclose(
+        run(m, feeds)["y"], onnxruntime(m, feeds)[0], rtol=1e-5, atol=1e-5
+    )
