@@ -23,7 +23,10 @@ CLAIMED_OPS = frozenset(
     LayerNormalization ReduceMean ReduceSum ReduceMax Reshape Transpose Concat Split
     Slice Gather Unsqueeze Squeeze Flatten Where Pad MaxPool AveragePool
     GlobalAveragePool BatchNormalization Conv Sum Constant ConstantOfShape Shape
-    LRN""".split()
+    LRN
+    And Or Not Xor GreaterOrEqual LessOrEqual BitShift BitwiseAnd BitwiseOr
+    BitwiseXor BitwiseNot Mod Sign Round IsNaN IsInf Sin Cos Tan Asin Acos Atan
+    Sinh Cosh Asinh Acosh Atanh Mean PRelu""".split()
 )
 
 
