@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from math import inf as math_inf
-
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Operation, SSAValue
@@ -135,7 +133,8 @@ def _mod(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
 def _is_inf(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
     a = _arith(k, op)
     found = k.constant(False, IntegerType(1))
-    for attr, value in (("detect_positive", math_inf), ("detect_negative", -math_inf)):
+    inf = float("inf")
+    for attr, value in (("detect_positive", inf), ("detect_negative", -inf)):
         if op.attr(attr):  # type: ignore[attr-defined]
             found = k.op(arith.OrIOp, found, a.cmp("eq", v[0], a.const(value)))
     return found
