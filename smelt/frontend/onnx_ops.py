@@ -87,7 +87,18 @@ def _unary(ctx: NodeContext) -> list[Value]:
 
 @handles(*_BINARY)
 def _binary(ctx: NodeContext) -> list[Value]:
-    return ctx.emit(_BINARY[ctx.node.op_type], ctx.inputs[:2])
+    a, b = ctx.inputs[:2]
+    if ctx.opset < 7 and ctx.attr("broadcast", 0) and "axis" in ctx.attrs:
+        # legacy broadcasting: b's dims line up with a's from `axis` on
+        rank, b_shape = len(shape_of(a)), shape_of(b)
+        axis = axis_of(ctx, ctx.attr("axis"), rank)
+        if axis + len(b_shape) > rank:
+            raise SmeltError(
+                f"{ctx.label}: B of shape {list(b_shape)} does not fit in a rank "
+                f"{rank} input from axis {axis}; check the 'axis' attribute"
+            )
+        b = ctx.reshape(b, b_shape + (1,) * (rank - axis - len(b_shape)))
+    return ctx.emit(_BINARY[ctx.node.op_type], [a, b])
 
 
 @handles(*_VARIADIC)
@@ -137,6 +148,10 @@ def _is_inf(ctx: NodeContext) -> list[Value]:
 def _prelu(ctx: NodeContext) -> list[Value]:
     x, slope = ctx.inputs[:2]
     x_shape, slope_shape = shape_of(x), shape_of(slope)
+    if ctx.opset < 7 and len(slope_shape) == 1 and slope_shape[0] > 1:
+        # before numpy broadcasting a 1-D slope held one value per channel (axis 1)
+        slope_shape = (slope_shape[0],) + (1,) * max(len(x_shape) - 2, 0)
+        slope = ctx.reshape(slope, slope_shape)
     # the slope broadcasts to x (unidirectionally), never x to the slope
     try:
         fits = np.broadcast_shapes(x_shape, slope_shape) == x_shape

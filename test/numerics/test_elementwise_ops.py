@@ -278,3 +278,22 @@ def test_conv_then_prelu_with_a_per_channel_slope_in_nhwc():
     np.testing.assert_allclose(
         run(m, feeds)["y"], onnxruntime(m, feeds)[0], rtol=1e-5, atol=1e-5
     )
+
+
+def test_prelu_before_opset_7_has_one_slope_per_channel():
+    x = RNG.standard_normal([2, 3, 3, 3]).astype(np.float32)
+    slope = np.array([0.1, 0.2, 0.3], np.float32)
+    m = model([node("PRelu", ["x", "s"], "y")], [("x", F32, [2, 3, 3, 3]),
+              ("s", F32, [3])], [("y", F32, [2, 3, 3, 3])], opset=6)  # fmt: skip
+    expected = np.where(x < 0, x * slope.reshape(3, 1, 1), x)
+    np.testing.assert_allclose(run(m, {"x": x, "s": slope})["y"], expected)
+
+
+def test_legacy_broadcast_with_an_axis_before_opset_7():
+    a = RNG.random([2, 3, 4]) < 0.5
+    b = RNG.random([3]) < 0.5
+    m = model([node("And", ["a", "b"], "y", broadcast=1, axis=1)],
+              [("a", BOOL, [2, 3, 4]), ("b", BOOL, [3])], [("y", BOOL, [2, 3, 4])],
+              opset=6)  # fmt: skip
+    got = run(m, {"a": a, "b": b})["y"]
+    np.testing.assert_array_equal(got, a & b.reshape(3, 1))
