@@ -22,6 +22,12 @@ def _xdsl_dialect(name: str) -> Callable[[], Dialect]:
     return load
 
 
+def _arith() -> Dialect:
+    from smelt.dialects.arith_ext import ArithWithRemF
+
+    return ArithWithRemF
+
+
 def _graph() -> Dialect:
     from smelt.dialects.graph import Graph
 
@@ -114,8 +120,9 @@ SMELT_UNIVERSE = Universe(
     all_dialects={
         **{
             name: _xdsl_dialect(name)
-            for name in ("builtin", "func", "arith", "math", "memref", "vector", "scf")
+            for name in ("builtin", "func", "math", "memref", "vector", "scf")
         },
+        "arith": _arith,
         "graph": _graph,
         "loop": _loop,
         "target": _target,

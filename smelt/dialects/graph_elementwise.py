@@ -1,5 +1,5 @@
 """Graph dialect: elementwise ops (unary maps, broadcasting binaries, comparisons,
-cast, clip, where)."""
+bitwise and logical ops, cast, clip, where)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 
 from xdsl.dialects.builtin import (
     FloatAttr,
+    IntegerAttr,
     TensorType,
     TypeAttribute,
 )
@@ -61,10 +62,18 @@ class CompareOp(BinaryOp):
         return [tensor(dtypes.i1, shape_of(BinaryOp.infer(types, attrs)[0]))]
 
 
-def _unary(op_name: str, doc: str) -> type[UnaryOp]:
+class PredicateOp(UnaryOp):
+    """Elementwise test of one operand; the result is i1."""
+
+    @classmethod
+    def infer(cls, types, attrs):
+        return [tensor(dtypes.i1, shape_of(types[0]))]
+
+
+def _unary(op_name: str, doc: str, base: type[UnaryOp] = UnaryOp) -> type[UnaryOp]:
     cls = type(
         op_name.title().replace("_", "") + "Op",
-        (UnaryOp,),
+        (base,),
         {"name": f"graph.{op_name}", "__doc__": doc, "__module__": __name__},
     )
     return irdl_op_definition(cls)
@@ -93,6 +102,21 @@ FloorOp = _unary("floor", "floor(x)")
 CeilOp = _unary("ceil", "ceil(x)")
 IdentityOp = _unary("identity", "x; removed by graph-simplify")
 DropoutOp = _unary("dropout", "x at inference; removed by graph-simplify")
+SignOp = _unary("sign", "-1, 0 or 1 by the sign of x (NaN stays NaN)")
+RoundOp = _unary("round", "x rounded to the nearest integer, halves to even")
+SinOp = _unary("sin", "sin(x)")
+CosOp = _unary("cos", "cos(x)")
+TanOp = _unary("tan", "tan(x)")
+AsinOp = _unary("asin", "asin(x)")
+AcosOp = _unary("acos", "acos(x)")
+AtanOp = _unary("atan", "atan(x)")
+SinhOp = _unary("sinh", "sinh(x)")
+CoshOp = _unary("cosh", "cosh(x)")
+AsinhOp = _unary("asinh", "asinh(x)")
+AcoshOp = _unary("acosh", "acosh(x)")
+AtanhOp = _unary("atanh", "atanh(x)")
+NotOp = _unary("not", "~x: every bit flipped (logical not on i1)")
+IsNanOp = _unary("is_nan", "x is NaN", base=PredicateOp)
 
 AddOp = _binary("add", "a + b")
 SubOp = _binary("sub", "a - b")
@@ -104,6 +128,34 @@ MinOp = _binary("min", "min(a, b)")
 EqualOp = _binary("equal", "a == b", base=CompareOp)
 LessOp = _binary("less", "a < b", base=CompareOp)
 GreaterOp = _binary("greater", "a > b", base=CompareOp)
+LessEqualOp = _binary("less_equal", "a <= b", base=CompareOp)
+GreaterEqualOp = _binary("greater_equal", "a >= b", base=CompareOp)
+AndOp = _binary("and", "a & b, bit by bit (logical and on i1)")
+OrOp = _binary("or", "a | b, bit by bit (logical or on i1)")
+XorOp = _binary("xor", "a ^ b, bit by bit (logical xor on i1)")
+ShiftLeftOp = _binary("shift_left", "a << b (0 once b reaches the bit width)")
+ShiftRightOp = _binary(
+    "shift_right", "a >> b, logical on unsigned, arithmetic on signed types"
+)
+PreluOp = _binary("prelu", "a if a >= 0 else b * a (b: the slope)")
+
+
+@irdl_op_definition
+class ModOp(BinaryOp):
+    """a mod b: with fmod = 0 the result has the divisor's sign (Python's %), with
+    fmod = 1 the dividend's (C fmod). An integer x mod 0 is 0."""
+
+    name = "graph.mod"
+    fmod = attr_def(IntegerAttr)
+
+
+@irdl_op_definition
+class IsInfOp(PredicateOp):
+    """x is +inf (when detect_positive = 1) or -inf (when detect_negative = 1)."""
+
+    name = "graph.is_inf"
+    detect_negative = attr_def(IntegerAttr)
+    detect_positive = attr_def(IntegerAttr)
 
 
 @irdl_op_definition

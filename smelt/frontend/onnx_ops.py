@@ -64,11 +64,18 @@ _UNARY = {
     "Relu": g.ReluOp, "Sigmoid": g.SigmoidOp, "Tanh": g.TanhOp, "Exp": g.ExpOp,
     "Log": g.LogOp, "Erf": g.ErfOp, "Sqrt": g.SqrtOp, "Neg": g.NegOp, "Abs": g.AbsOp,
     "Reciprocal": g.ReciprocalOp, "Floor": g.FloorOp, "Ceil": g.CeilOp,
-    "Identity": g.IdentityOp,
+    "Identity": g.IdentityOp, "Sign": g.SignOp, "Round": g.RoundOp,
+    "Sin": g.SinOp, "Cos": g.CosOp, "Tan": g.TanOp, "Asin": g.AsinOp,
+    "Acos": g.AcosOp, "Atan": g.AtanOp, "Sinh": g.SinhOp, "Cosh": g.CoshOp,
+    "Asinh": g.AsinhOp, "Acosh": g.AcoshOp, "Atanh": g.AtanhOp,
+    "Not": g.NotOp, "BitwiseNot": g.NotOp, "IsNaN": g.IsNanOp,
 }  # fmt: skip
 _BINARY = {
     "Add": g.AddOp, "Sub": g.SubOp, "Mul": g.MulOp, "Div": g.DivOp,
     "Equal": g.EqualOp, "Less": g.LessOp, "Greater": g.GreaterOp,
+    "LessOrEqual": g.LessEqualOp, "GreaterOrEqual": g.GreaterEqualOp,
+    "And": g.AndOp, "Or": g.OrOp, "Xor": g.XorOp,
+    "BitwiseAnd": g.AndOp, "BitwiseOr": g.OrOp, "BitwiseXor": g.XorOp,
 }  # fmt: skip
 _VARIADIC = {"Max": g.MaxOp, "Min": g.MinOp, "Sum": g.AddOp}
 
@@ -80,7 +87,18 @@ def _unary(ctx: NodeContext) -> list[Value]:
 
 @handles(*_BINARY)
 def _binary(ctx: NodeContext) -> list[Value]:
-    return ctx.emit(_BINARY[ctx.node.op_type], ctx.inputs[:2])
+    a, b = ctx.inputs[:2]
+    if ctx.opset < 7 and ctx.attr("broadcast", 0) and "axis" in ctx.attrs:
+        # legacy broadcasting: b's dims line up with a's from `axis` on
+        rank, b_shape = len(shape_of(a)), shape_of(b)
+        axis = axis_of(ctx, ctx.attr("axis"), rank)
+        if axis + len(b_shape) > rank:
+            raise SmeltError(
+                f"{ctx.label}: B of shape {list(b_shape)} does not fit in a rank "
+                f"{rank} input from axis {axis}; check the 'axis' attribute"
+            )
+        b = ctx.reshape(b, b_shape + (1,) * (rank - axis - len(b_shape)))
+    return ctx.emit(_BINARY[ctx.node.op_type], [a, b])
 
 
 @handles(*_VARIADIC)
@@ -88,6 +106,63 @@ def _variadic(ctx: NodeContext) -> list[Value]:
     cls = _VARIADIC[ctx.node.op_type]
     values = [v for v in ctx.inputs if v is not None]
     return [functools.reduce(lambda a, b: ctx.emit(cls, [a, b])[0], values)]
+
+
+@handles("Mean")
+def _mean(ctx: NodeContext) -> list[Value]:
+    values = [v for v in ctx.inputs if v is not None]
+    total = functools.reduce(lambda a, b: ctx.emit(g.AddOp, [a, b])[0], values)
+    if len(values) == 1:
+        return [total]
+    count = Const(np.array(len(values), numpy_type_of(values[0])))
+    return ctx.emit(g.DivOp, [total, count])
+
+
+@handles("BitShift")
+def _bit_shift(ctx: NodeContext) -> list[Value]:
+    direction = ctx.attr("direction")
+    cls = {"LEFT": g.ShiftLeftOp, "RIGHT": g.ShiftRightOp}.get(direction)
+    if cls is None:
+        raise SmeltError(
+            f"{ctx.label}: direction must be 'LEFT' or 'RIGHT', not {direction!r}"
+        )
+    return ctx.emit(cls, ctx.inputs[:2])
+
+
+@handles("Mod")
+def _mod(ctx: NodeContext) -> list[Value]:
+    return ctx.emit(g.ModOp, ctx.inputs[:2], fmod=int(ctx.attr("fmod", 0)))
+
+
+@handles("IsInf")
+def _is_inf(ctx: NodeContext) -> list[Value]:
+    return ctx.emit(
+        g.IsInfOp,
+        [ctx.inputs[0]],
+        detect_negative=int(ctx.attr("detect_negative", 1)),
+        detect_positive=int(ctx.attr("detect_positive", 1)),
+    )
+
+
+@handles("PRelu")
+def _prelu(ctx: NodeContext) -> list[Value]:
+    x, slope = ctx.inputs[:2]
+    x_shape, slope_shape = shape_of(x), shape_of(slope)
+    if ctx.opset < 7 and len(slope_shape) == 1 and slope_shape[0] > 1:
+        # before numpy broadcasting a 1-D slope held one value per channel (axis 1)
+        slope_shape = (slope_shape[0],) + (1,) * max(len(x_shape) - 2, 0)
+        slope = ctx.reshape(slope, slope_shape)
+    # the slope broadcasts to x (unidirectionally), never x to the slope
+    try:
+        fits = np.broadcast_shapes(x_shape, slope_shape) == x_shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise SmeltError(
+            f"{ctx.label}: the slope's shape {list(slope_shape)} does not broadcast "
+            f"to the input's shape {list(x_shape)}"
+        )
+    return ctx.emit(g.PreluOp, [x, slope])
 
 
 @handles("Pow")

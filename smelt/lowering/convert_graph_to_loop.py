@@ -11,13 +11,16 @@ emitters must implement):
   triton target keeps only the clamp that follows it)
 * memref.load, memref.store (indices of type index; i1 elements are bytes)
 * arith.constant (index, integer and float values; floats include inf and NaN)
-* on index and integers: arith.addi, subi, muli, divsi, divui, remsi, andi, ori,
-  cmpi (eq ne slt sgt sge ult ugt), select, index_cast
-* on floats: arith.addf, subf, mulf, divf, negf, maximumf, minimumf,
-  cmpf (oeq olt ogt oge une)
+* on index and integers: arith.addi, subi, muli, divsi, divui, remsi, remui, andi,
+  ori, xori, shli, shrui, shrsi (shifting by the bit width or more gives 0, or the
+  sign fill), cmpi (eq ne slt sle sgt sge ult ule ugt uge), select, index_cast
+* on floats: arith.addf, subf, mulf, divf, remf (C fmod; not in xDSL 0.75, see
+  `dialects/arith_ext.py`), negf, maximumf, minimumf,
+  cmpf (oeq olt ole ogt oge une uno)
 * conversions: arith.extf, truncf, sitofp, uitofp, fptosi, fptoui, extsi, extui,
   trunci
-* math.exp, log, tanh, erf, sqrt, powf, absf, floor, ceil
+* math.exp, log, tanh, erf, sqrt, powf, absf, floor, ceil, roundeven, sin, cos,
+  tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh
 
 Floats are computed in f32 or f64: f16/bf16 appear only in memref.load/store,
 arith.extf/truncf, and graph.cast's int-float conversions. Integer division is
@@ -57,11 +60,15 @@ VOCABULARY = frozenset(
     + _qualified("memref", "load store")
     + _qualified(
         "arith",
-        """constant addi subi muli divsi divui remsi andi ori cmpi select index_cast
-        addf subf mulf divf negf maximumf minimumf cmpf extf truncf sitofp uitofp
-        fptosi fptoui extsi extui trunci""",
+        """constant addi subi muli divsi divui remsi remui andi ori xori shli shrui
+        shrsi cmpi select index_cast addf subf mulf divf remf negf maximumf
+        minimumf cmpf extf truncf sitofp uitofp fptosi fptoui extsi extui trunci""",
     )
-    + _qualified("math", "exp log tanh erf sqrt powf absf floor ceil")
+    + _qualified(
+        "math",
+        """exp log tanh erf sqrt powf absf floor ceil roundeven sin cos tan asin
+        acos atan sinh cosh asinh acosh atanh""",
+    )
 )
 
 LOWERINGS: dict[type[Operation], Lowering] = {

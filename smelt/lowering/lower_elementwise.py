@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph
@@ -37,6 +38,16 @@ def _float_or_identity(fn: Unary) -> Unary:
     return lambda a, x: fn(a, x) if a.is_float else x
 
 
+def _prelu(a: Arith, x: SSAValue, slope: SSAValue) -> SSAValue:
+    """x where x >= 0, else slope * x. On floats max(x, 0) + slope * min(x, 0),
+    without a compare so that the loop vectorizes: one of the terms is 0, so the
+    sum is exact, and NaN propagates."""
+    zero = a.zero()
+    if a.is_float:
+        return a.add(a.max(x, zero), a.mul(slope, a.min(x, zero)))
+    return a.select(a.cmp("lt", x, zero), a.mul(x, slope), x)
+
+
 UNARY: dict[type[Operation], Unary] = {
     graph.ReluOp: lambda a, x: a.max(x, a.zero()),
     graph.SigmoidOp: _sigmoid,
@@ -52,10 +63,28 @@ UNARY: dict[type[Operation], Unary] = {
     graph.ReciprocalOp: lambda a, x: a.div(a.one(), x),
     graph.IdentityOp: lambda a, x: x,
     graph.DropoutOp: lambda a, x: x,
+    graph.SignOp: Arith.sign,
+    graph.RoundOp: _float_or_identity(_math(math.RoundEvenOp)),
+    graph.SinOp: _math(math.SinOp),
+    graph.CosOp: _math(math.CosOp),
+    graph.TanOp: _math(math.TanOp),
+    graph.AsinOp: _math(math.AsinOp),
+    graph.AcosOp: _math(math.AcosOp),
+    graph.AtanOp: _math(math.AtanOp),
+    graph.SinhOp: _math(math.SinhOp),
+    graph.CoshOp: _math(math.CoshOp),
+    graph.AsinhOp: _math(math.AsinhOp),
+    graph.AcoshOp: _math(math.AcoshOp),
+    graph.AtanhOp: _math(math.AtanhOp),
+    graph.NotOp: Arith.invert,
+    graph.IsNanOp: lambda a, x: a.k.op(arith.CmpfOp, x, x, "uno"),
 }
 FLOAT_ONLY = (
     graph.SigmoidOp, graph.TanhOp, graph.ExpOp, graph.LogOp, graph.ErfOp,
-    graph.SqrtOp, graph.ReciprocalOp, graph.LeakyReluOp,
+    graph.SqrtOp, graph.ReciprocalOp, graph.LeakyReluOp, graph.SinOp, graph.CosOp,
+    graph.TanOp, graph.AsinOp, graph.AcosOp, graph.AtanOp, graph.SinhOp,
+    graph.CoshOp, graph.AsinhOp, graph.AcoshOp, graph.AtanhOp, graph.IsNanOp,
+    graph.IsInfOp,
 )  # fmt: skip
 
 BINARY: dict[type[Operation], Binary] = {
@@ -69,6 +98,14 @@ BINARY: dict[type[Operation], Binary] = {
     graph.EqualOp: lambda a, x, y: a.cmp("eq", x, y),
     graph.LessOp: lambda a, x, y: a.cmp("lt", x, y),
     graph.GreaterOp: lambda a, x, y: a.cmp("gt", x, y),
+    graph.LessEqualOp: lambda a, x, y: a.cmp("le", x, y),
+    graph.GreaterEqualOp: lambda a, x, y: a.cmp("ge", x, y),
+    graph.AndOp: lambda a, x, y: a.bitwise(arith.AndIOp, x, y),
+    graph.OrOp: lambda a, x, y: a.bitwise(arith.OrIOp, x, y),
+    graph.XorOp: lambda a, x, y: a.bitwise(arith.XOrIOp, x, y),
+    graph.ShiftLeftOp: lambda a, x, y: a.shift(True, x, y),
+    graph.ShiftRightOp: lambda a, x, y: a.shift(False, x, y),
+    graph.PreluOp: _prelu,
 }
 
 
@@ -86,6 +123,21 @@ def _leaky_relu(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
     x = v[0]
     alpha = a.const(op.attr("alpha"))  # type: ignore[attr-defined]
     return a.select(a.cmp("ge", x, a.zero()), x, a.mul(x, alpha))
+
+
+def _mod(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    a = _arith(k, op)
+    return a.rem(v[0], v[1]) if op.attr("fmod") else a.mod(v[0], v[1])  # type: ignore
+
+
+def _is_inf(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    a = _arith(k, op)
+    found = k.constant(False, IntegerType(1))
+    inf = float("inf")
+    for attr, value in (("detect_positive", inf), ("detect_negative", -inf)):
+        if op.attr(attr):  # type: ignore[attr-defined]
+            found = k.op(arith.OrIOp, found, a.cmp("eq", v[0], a.const(value)))
+    return found
 
 
 def _cast(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
@@ -108,6 +160,8 @@ SCALAR: dict[type[Operation], Scalar] = {
         for cls, fn in BINARY.items()
     },
     graph.LeakyReluOp: _leaky_relu,
+    graph.ModOp: _mod,
+    graph.IsInfOp: _is_inf,
     graph.CastOp: _cast,
     graph.ClipOp: _clip,
     graph.WhereOp: lambda k, op, v: k.op(arith.SelectOp, v[0], v[1], v[2]),

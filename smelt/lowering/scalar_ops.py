@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from smelt.dialects import dtypes
+from smelt.dialects.arith_ext import RemFOp
 from smelt.errors import SmeltError
 from smelt.lowering.loop_builder import KernelBuilder, compute_type
 
@@ -123,6 +124,45 @@ class Arith:
         quotient = k.op(arith.SelectOp, by_minus_one, negated, quotient)
         return k.op(arith.SelectOp, by_zero, zero, quotient)
 
+    def rem(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        """The remainder with the dividend's sign (C fmod). On integers x rem 0 is
+        0 and MIN rem -1 is 0, guarded here so that no target traps; on floats
+        x rem 0 is NaN."""
+        if self.is_float:
+            return self.k.op(RemFOp, a, b)
+        k, zero, one = self.k, self.zero(), self.one()
+        risky = k.op(arith.CmpiOp, b, zero, "eq")
+        if not self.unsigned:  # a rem -1 is 0 for every a
+            minus_one = k.op(arith.CmpiOp, b, self.const(-1), "eq")
+            risky = k.op(arith.OrIOp, risky, minus_one)
+        rem = arith.RemUIOp if self.unsigned else arith.RemSIOp
+        return self.select(risky, zero, k.op(rem, a, self.select(risky, one, b)))
+
+    def mod(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        """The remainder with the divisor's sign (Python's %): rem, plus b where a
+        nonzero remainder's sign differs from b's."""
+        r = self.rem(a, b)
+        if self.unsigned and not self.is_float:
+            return r
+        zero = self.zero()
+        below = self.cmp("lt", r, zero)
+        differ = self.k.op(arith.XOrIOp, below, self.cmp("lt", b, zero))
+        fix = self.k.op(arith.AndIOp, self.cmp("ne", r, zero), differ)
+        return self.select(fix, self.add(r, b), r)
+
+    def shift(self, left: bool, a: SSAValue, b: SSAValue) -> SSAValue:
+        """a << b or a >> b (arithmetic on signed types); shifting by the bit width
+        or more leaves 0 (the sign fill), as the llvm target defines it."""
+        if left:
+            return self.k.op(arith.ShLIOp, a, b)
+        return self.k.op(arith.ShRUIOp if self.unsigned else arith.ShRSIOp, a, b)
+
+    def bitwise(self, op_class: type, a: SSAValue, b: SSAValue) -> SSAValue:
+        """andi / ori / xori, on integers only."""
+        if self.is_float:
+            raise SmeltError(f"bitwise operations on {self.graph_type} are undefined")
+        return self.k.op(op_class, a, b)
+
     def max(self, a: SSAValue, b: SSAValue) -> SSAValue:
         """NaN-propagating for floats (numpy.maximum)."""
         if self.is_float:
@@ -186,6 +226,17 @@ class Arith:
         if self.unsigned:
             return a
         return self.select(self.cmp("lt", a, self.zero()), self.neg(a), a)
+
+    def invert(self, a: SSAValue) -> SSAValue:
+        """Every bit flipped: a xor all-ones (logical not on i1)."""
+        ones = self.k.constant(1 if self.width == 1 else -1, self.type)
+        return self.bitwise(arith.XOrIOp, a, ones)
+
+    def sign(self, a: SSAValue) -> SSAValue:
+        """1 above zero, -1 below, a itself otherwise (0, -0.0 and NaN)."""
+        zero = self.zero()
+        below = self.select(self.cmp("lt", a, zero), self.const(-1), a)
+        return self.select(self.cmp("gt", a, zero), self.one(), below)
 
     def math(self, op_class: type, a: SSAValue) -> SSAValue:
         """A float-only `math` op; integer types are rejected by the caller's table."""

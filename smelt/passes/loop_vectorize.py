@@ -39,10 +39,10 @@ from smelt.passes.loop_analysis import (
 from smelt.targets.cpu_spec import of_module
 
 _ARITH = (
-    "constant addf subf mulf divf negf maximumf minimumf maxnumf minnumf addi subi "
-    "muli andi ori xori shli shrsi shrui divsi divui remsi remui floordivsi ceildivsi "
-    "ceildivui maxsi minsi maxui minui select extf truncf bitcast cmpf cmpi sitofp "
-    "uitofp fptosi fptoui extsi extui trunci index_cast index_castui"
+    "constant addf subf mulf divf remf negf maximumf minimumf maxnumf minnumf addi "
+    "subi muli andi ori xori shli shrsi shrui divsi divui remsi remui floordivsi "
+    "ceildivsi ceildivui maxsi minsi maxui minui select extf truncf bitcast cmpf "
+    "cmpi sitofp uitofp fptosi fptoui extsi extui trunci index_cast index_castui"
 )
 _MATH = (
     "absf absi ceil copysign cos ctlz ctpop cttz erf exp exp2 expm1 floor fma log "

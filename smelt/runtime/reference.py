@@ -167,6 +167,21 @@ _UNARY: dict[type[g.GraphOp], Callable[[np.ndarray], np.ndarray]] = {
     g.CeilOp: _float_only(np.ceil),
     g.IdentityOp: lambda x: x,
     g.DropoutOp: lambda x: x,
+    g.SignOp: np.sign,
+    g.RoundOp: _float_only(np.round),  # numpy rounds halves to even
+    g.SinOp: np.sin,
+    g.CosOp: np.cos,
+    g.TanOp: np.tan,
+    g.AsinOp: np.arcsin,
+    g.AcosOp: np.arccos,
+    g.AtanOp: np.arctan,
+    g.SinhOp: np.sinh,
+    g.CoshOp: np.cosh,
+    g.AsinhOp: np.arcsinh,
+    g.AcoshOp: np.arccosh,
+    g.AtanhOp: np.arctanh,
+    g.NotOp: np.invert,
+    g.IsNanOp: np.isnan,
 }
 
 
@@ -196,6 +211,23 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(neg, recip, r)
 
 
+def _shift(left: bool) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """a << b or a >> b (arithmetic on signed types); an amount of the bit width or
+    more, read as unsigned, shifts every bit out."""
+
+    def shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        width = a.dtype.itemsize * 8
+        far = b.astype(f"u{b.dtype.itemsize}") >= width
+        amount = np.where(far, 0, b).astype(a.dtype)
+        if left:
+            return np.where(far, 0, np.left_shift(a, amount)).astype(a.dtype)
+        shifted = np.right_shift(a, amount)
+        fill = np.right_shift(a, width - 1) if a.dtype.kind == "i" else 0
+        return np.where(far, fill, shifted).astype(a.dtype)
+
+    return shift
+
+
 _BINARY: dict[type[g.GraphOp], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     g.AddOp: np.add,
     g.SubOp: np.subtract,
@@ -207,6 +239,14 @@ _BINARY: dict[type[g.GraphOp], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     g.EqualOp: np.equal,
     g.LessOp: np.less,
     g.GreaterOp: np.greater,
+    g.LessEqualOp: np.less_equal,
+    g.GreaterEqualOp: np.greater_equal,
+    g.AndOp: np.bitwise_and,
+    g.OrOp: np.bitwise_or,
+    g.XorOp: np.bitwise_xor,
+    g.ShiftLeftOp: _shift(left=True),
+    g.ShiftRightOp: _shift(left=False),
+    g.PreluOp: lambda x, slope: np.where(x < 0, slope * x, x),
 }
 
 
@@ -219,6 +259,19 @@ def _binary(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 def _leaky_relu(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     x = args[0]
     return np.where(x >= 0, x, x * x.dtype.type(op.attr("alpha")))
+
+
+@kernel(g.ModOp)
+def _mod(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    # numpy's integer x % 0 and fmod(x, 0) are 0, as the kernels compute them
+    return (np.fmod if op.attr("fmod") else np.mod)(*args)
+
+
+@kernel(g.IsInfOp)
+def _is_inf(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    positive = np.isposinf(x) & bool(op.attr("detect_positive"))
+    return positive | (np.isneginf(x) & bool(op.attr("detect_negative")))
 
 
 @kernel(g.CastOp)

@@ -82,6 +82,28 @@ def _srem(op, a, b):
     return _wrap(a - b * q, op.result.type)
 
 
+def _urem(op, a, b):
+    return _wrap(int(_unsigned(a)) % int(_unsigned(b)), op.result.type)
+
+
+def _shift(kind: str):
+    """shli / shrui / shrsi; an amount of the bit width or more (unsigned) shifts
+    every bit out: 0, or the sign fill for shrsi."""
+
+    def run(op, a, b):
+        t = op.result.type
+        w = t.width.data
+        n = int(_unsigned(b))
+        if kind == "shrsi":
+            return _wrap(int(a) >> min(n, w - 1), t)
+        if n >= w:
+            return _wrap(0, t)
+        value = int(a) << n if kind == "shli" else int(_unsigned(a)) >> n
+        return _wrap(value, t)
+
+    return run
+
+
 _CMPI = {
     0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b,
     3: lambda a, b: a <= b, 4: lambda a, b: a > b, 5: lambda a, b: a >= b,
@@ -132,6 +154,11 @@ _SCALAR = {
     "arith.divsi": _sdiv,
     "arith.remsi": _srem,
     "arith.divui": _udiv,
+    "arith.remui": _urem,
+    "arith.shli": _shift("shli"),
+    "arith.shrui": _shift("shrui"),
+    "arith.shrsi": _shift("shrsi"),
+    "arith.remf": lambda op, a, b: np.fmod(a, b),
     "arith.cmpi": _cmpi,
     "arith.cmpf": _cmpf,
     "arith.select": lambda op, c, a, b: a if c else b,
@@ -161,6 +188,18 @@ _SCALAR = {
     "math.ceil": _float_fn(np.ceil),
     "math.erf": _float_fn(lambda a: math.erf(float(a))),
     "math.powf": lambda op, a, b: np.power(a, b),
+    "math.roundeven": _float_fn(np.round),  # numpy rounds halves to even
+    "math.sin": _float_fn(np.sin),
+    "math.cos": _float_fn(np.cos),
+    "math.tan": _float_fn(np.tan),
+    "math.asin": _float_fn(np.arcsin),
+    "math.acos": _float_fn(np.arccos),
+    "math.atan": _float_fn(np.arctan),
+    "math.sinh": _float_fn(np.sinh),
+    "math.cosh": _float_fn(np.cosh),
+    "math.asinh": _float_fn(np.arcsinh),
+    "math.acosh": _float_fn(np.arccosh),
+    "math.atanh": _float_fn(np.arctanh),
 }
 
 

@@ -149,6 +149,65 @@ def test_integer_pow_negative_exponent_and_div_truncation():
     check(g, g(graph.PowOp, *g.args), g(graph.DivOp, *g.args))
 
 
+@pytest.mark.parametrize("cls, x", [
+    (graph.SignOp, randn(3, 7) * 3), (graph.RoundOp, randn(3, 7) * 3),
+    (graph.SinOp, randn(9) * 3), (graph.CosOp, randn(9) * 3),
+    (graph.TanOp, randn(9)), (graph.AtanOp, randn(9) * 3),
+    (graph.SinhOp, randn(9) * 3), (graph.CoshOp, randn(9) * 3),
+    (graph.AsinhOp, randn(9) * 3), (graph.AsinOp, randn(9) * 0.3),
+    (graph.AcosOp, randn(9) * 0.3), (graph.AtanhOp, randn(9) * 0.3),
+    (graph.AcoshOp, np.abs(randn(9)) + 1),
+], ids=lambda v: getattr(v, "name", ""))  # fmt: skip
+def test_unary_f32_trig_sign_round(cls, x):
+    x.reshape(-1)[:3] = [0.5, -2.5, 0.0]  # halves round to even
+    if cls is graph.AcoshOp:
+        x.reshape(-1)[:3] += 2
+    g = Graph(x)
+    check(g, g(cls, g.args[0]))
+
+
+def test_float_compare_mod_prelu_and_specials():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5.5, -5.5, 2.0], np.float32)
+    y = np.array([1.0, 2.0, 2.0, -1.0, 3.0, -2.0, 2.0, 2.0], np.float32)
+    g = Graph(x, y)
+    a, b = g.args
+    outs = [
+        g(graph.LessEqualOp, a, b), g(graph.GreaterEqualOp, a, b),
+        g(graph.ModOp, a, b, fmod=0), g(graph.ModOp, a, b, fmod=1),
+        g(graph.PreluOp, a, b), g(graph.IsNanOp, a), g(graph.SignOp, a),
+        g(graph.IsInfOp, a, detect_negative=1, detect_positive=1),
+        g(graph.IsInfOp, a, detect_negative=0, detect_positive=1),
+        g(graph.IsInfOp, a, detect_negative=1, detect_positive=0),
+    ]  # fmt: skip
+    check(g, *outs)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
+def test_integer_bitwise_shift_mod_sign(dtype):
+    info = np.iinfo(dtype)
+    a = ints(info.min, info.max, 4, 9, dtype=dtype)
+    b = ints(-9 if info.min else 0, 10, 9, dtype=dtype)
+    b[:2] = 0  # x mod 0 is 0
+    width = info.bits
+    n = ints(0, width + 3, 4, 9, dtype=dtype)  # some amounts shift every bit out
+    g = Graph(a, b, n)
+    x, y, k = g.args
+    outs = [g(cls, x, y) for cls in (graph.AndOp, graph.OrOp, graph.XorOp)]
+    outs += [g(graph.ModOp, x, y, fmod=0), g(graph.ModOp, x, y, fmod=1)]
+    outs += [g(graph.ShiftLeftOp, x, k), g(graph.ShiftRightOp, x, k)]
+    outs += [g(graph.NotOp, x), g(graph.SignOp, x), g(graph.PreluOp, x, y)]
+    outs += [g(graph.LessEqualOp, x, y), g(graph.GreaterEqualOp, x, y)]
+    check(g, *outs, native=dtype in (np.int8, np.uint32))
+
+
+def test_logical_ops_on_bool():
+    a, b = RNG.random((3, 5)) < 0.5, RNG.random(5) < 0.5
+    g = Graph(a, b)
+    x, y = g.args
+    outs = [g(cls, x, y) for cls in (graph.AndOp, graph.OrOp, graph.XorOp)]
+    check(g, *outs, g(graph.NotOp, x))
+
+
 def test_leaky_relu_clip_where():
     g = Graph(randn(4, 5), np.array([-0.5], np.float32), np.array(0.7, np.float32))
     cond = g(graph.GreaterOp, g.args[0], g.args[1])

@@ -23,6 +23,7 @@ CASES = [
     "scalar_ops_match_numpy",
     "reductions_and_scans",
     "indexing_ops",
+    "logic_bitwise_mod_and_trig_ops",
 ]
 
 

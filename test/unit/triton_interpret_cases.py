@@ -239,3 +239,63 @@ def case_indexing_ops():
     run_model(model("GatherND", feeds, [2, 2, 6], np.float32), feeds)
     feeds = {"d": data, "i": RNG.integers(-6, 6, (4, 3)).astype(np.int64)}
     run_model(model("GatherElements", feeds, [4, 3], np.float32, axis=1), feeds)
+
+
+def case_logic_bitwise_mod_and_trig_ops():
+    """Mod (both kinds, x mod 0), shifts past the width, bitwise and logical ops,
+    compares, IsNaN / IsInf, Sign, PRelu, sin and cos (the libdevice functions
+    have no interpreter version: test_elementwise_ops checks their source)."""
+    shape = [3, 40]
+    x = RNG.uniform(-3, 3, shape).astype(np.float32)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    d = RNG.uniform(0.3, 1, shape).astype(np.float32)
+    i = RNG.integers(-100, 100, shape).astype(np.int32)
+    j = RNG.integers(-5, 5, shape).astype(np.int32)
+    u = RNG.integers(0, 256, shape).astype(np.uint8)
+    n = RNG.integers(0, 12, shape).astype(np.uint8)
+    nodes = [
+        helper.make_node("Sin", ["x"], ["sin"]),
+        helper.make_node("Cos", ["x"], ["cos"]),
+        helper.make_node("Sign", ["x"], ["sign"]),
+        helper.make_node("Mod", ["x", "d"], ["fmod"], fmod=1),
+        helper.make_node("PRelu", ["x", "d"], ["prelu"]),
+        helper.make_node("IsNaN", ["x"], ["nan"]),
+        helper.make_node("IsInf", ["x"], ["inf"], detect_negative=0),
+        helper.make_node("Mod", ["i", "j"], ["mod"]),
+        helper.make_node("Mod", ["i", "j"], ["rem"], fmod=1),
+        helper.make_node("BitShift", ["u", "n"], ["left"], direction="LEFT"),
+        helper.make_node("BitShift", ["u", "n"], ["right"], direction="RIGHT"),
+        helper.make_node("BitwiseNot", ["i"], ["inv"]),
+        helper.make_node("GreaterOrEqual", ["i", "j"], ["ge"]),
+        helper.make_node("LessOrEqual", ["i", "j"], ["le"]),
+        helper.make_node("Xor", ["ge", "le"], ["ne"]),
+        helper.make_node("Not", ["ne"], ["eq"]),
+    ]
+    info = helper.make_tensor_value_info
+    f, b = TensorProto.FLOAT, TensorProto.BOOL
+    i32, u8 = TensorProto.INT32, TensorProto.UINT8
+    inputs = [("x", f), ("d", f), ("i", i32), ("j", i32), ("u", u8), ("n", u8)]
+    outputs = [(o, f) for o in ("sin", "cos", "sign", "fmod", "prelu")]
+    outputs += [("nan", b), ("inf", b), ("mod", i32), ("rem", i32)]
+    outputs += [("left", u8), ("right", u8), ("inv", i32), ("eq", b)]
+    graph = helper.make_graph(
+        nodes,
+        "ops",
+        [info(name, t, shape) for name, t in inputs],
+        [info(name, t, shape) for name, t in outputs],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    got = smelt.compile(model, target="gpu").run(
+        {"x": x, "d": d, "i": i, "j": j, "u": u, "n": n}
+    )
+    far, small = n >= 8, np.minimum(n, 7)
+    with np.errstate(all="ignore"):
+        expected = {
+            "sin": np.sin(x), "cos": np.cos(x), "sign": np.sign(x),
+            "fmod": np.fmod(x, d), "prelu": np.where(x < 0, x * d, x),
+            "nan": np.isnan(x), "inf": np.isposinf(x), "mod": np.mod(i, j),
+            "rem": np.fmod(i, j), "left": np.where(far, 0, u << small),
+            "right": np.where(far, 0, u >> small), "inv": ~i, "eq": i == j,
+        }  # fmt: skip
+    for name, value in expected.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-6, err_msg=name)

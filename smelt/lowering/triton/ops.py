@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from smelt.dialects.arith_ext import RemFOp
 from smelt.errors import SmeltError
 
 OpText = Callable[[Operation, list[str]], str]
@@ -160,6 +161,8 @@ def _cmpi(op: Operation, a: list[str]) -> str:
 def _cmpf(op: Operation, a: list[str]) -> str:
     assert isinstance(op, arith.CmpfOp)
     pred = op.predicate.value.data
+    if pred == 14:  # uno: either operand is NaN
+        return f"(({a[0]} != {a[0]}) | ({a[1]} != {a[1]}))"
     if pred not in _CMPF:
         raise SmeltError(
             f"the triton target does not support arith.cmpf predicate {pred}"
@@ -209,6 +212,23 @@ def _fptoui(op: Operation, a: list[str]) -> str:
     return f"{a[0]}.to({unsigned(target)}).to({dtype(target)}, bitcast=True)"
 
 
+def _shift(op: Operation, a: list[str]) -> str:
+    """shli / shrui / shrsi with the loop level's total semantics: an amount of the
+    bit width or more (read as unsigned) gives 0, or the sign fill for shrsi."""
+    t = op.operands[0].type
+    w = width(t)
+    far = f"({_as_unsigned(a[1], t)} >= {w})"
+    if isinstance(op, arith.ShRSIOp):
+        return f"({a[0]} >> tl.where({far}, {constant(w - 1, t)}, {a[1]}))"
+    amount = f"tl.where({far}, {constant(0, t)}, {a[1]})"
+    if isinstance(op, arith.ShLIOp):
+        shifted = f"({a[0]} << {amount})"
+    else:
+        logical = f"({_as_unsigned(a[0], t)} >> {_as_unsigned(amount, t)})"
+        shifted = f"{logical}.to({dtype(t)}, bitcast=True)"
+    return f"tl.where({far}, {constant(0, t)}, {shifted})"
+
+
 def _sqrt(op: Operation, a: list[str]) -> str:
     if isinstance(op.results[0].type, Float32Type):
         return f"tl.sqrt_rn({a[0]})"
@@ -226,6 +246,9 @@ OP_TEXT: dict[type[Operation], OpText] = {
     arith.AndIOp: _binary("&"),
     arith.OrIOp: _binary("|"),
     arith.XOrIOp: _binary("^"),
+    arith.ShLIOp: _shift,
+    arith.ShRUIOp: _shift,
+    arith.ShRSIOp: _shift,
     arith.CmpiOp: _cmpi,
     arith.SelectOp: _call("tl.where"),
     arith.IndexCastOp: _index_cast,
@@ -233,6 +256,7 @@ OP_TEXT: dict[type[Operation], OpText] = {
     arith.SubfOp: _binary("-"),
     arith.MulfOp: _binary("*"),
     arith.DivfOp: _binary("/"),
+    RemFOp: _binary("%"),  # Triton's float % is frem: C fmod
     arith.NegfOp: lambda op, a: f"(-{a[0]})",
     arith.MaximumfOp: _nan_max("tl.maximum"),
     arith.MinimumfOp: _nan_max("tl.minimum"),
@@ -255,5 +279,17 @@ OP_TEXT: dict[type[Operation], OpText] = {
     mathd.AbsFOp: _call("tl.abs"),
     mathd.FloorOp: _call("tl.floor"),
     mathd.CeilOp: _call("tl.ceil"),
+    mathd.RoundEvenOp: _call("libdevice.rint"),  # rounds halves to even
+    mathd.SinOp: _call("tl.sin"),
+    mathd.CosOp: _call("tl.cos"),
+    mathd.TanOp: _call("libdevice.tan"),
+    mathd.AsinOp: _call("libdevice.asin"),
+    mathd.AcosOp: _call("libdevice.acos"),
+    mathd.AtanOp: _call("libdevice.atan"),
+    mathd.SinhOp: _call("libdevice.sinh"),
+    mathd.CoshOp: _call("libdevice.cosh"),
+    mathd.AsinhOp: _call("libdevice.asinh"),
+    mathd.AcoshOp: _call("libdevice.acosh"),
+    mathd.AtanhOp: _call("libdevice.atanh"),
 }
 """Op class -> emitter: the scalar ops the triton target supports."""
