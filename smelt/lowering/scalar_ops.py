@@ -244,8 +244,16 @@ class Arith:
 
 
 def cast(k: KernelBuilder, value: SSAValue, src: Arith, dst: Arith) -> SSAValue:
-    """ONNX Cast of a value in `src`'s compute type; floats land in the destination
-    storage type directly (no double rounding), integers in their own width."""
+    """ONNX Cast of a value in `src`'s compute type, in `dst`'s compute type: a
+    float is rounded once to the destination storage type (no double rounding) and
+    widened back when that type computes wider (f16 / bf16 in f32)."""
+    result = _cast_to_storage(k, value, src, dst)
+    return k.float_to(result, dst.type) if dst.is_float else result
+
+
+def _cast_to_storage(
+    k: KernelBuilder, value: SSAValue, src: Arith, dst: Arith
+) -> SSAValue:
     if dst.graph_type == dtypes.i1:
         return src.cmp("ne", value, src.zero())
     if src.is_float and dst.is_float:

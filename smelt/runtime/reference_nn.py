@@ -188,7 +188,12 @@ def _global_average_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 
 @kernel(g.MatMulOp)
 def _matmul(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    return np.matmul(args[0], args[1])
+    a, b = args
+    if a.dtype.itemsize == 2 and a.dtype.kind != "i" and a.dtype.kind != "u":
+        # f16 / bf16: accumulate in f32 and round once, as the kernels do (numpy
+        # has no bf16 matmul and rounds f16 sums at every step)
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    return np.matmul(a, b)
 
 
 @kernel(g.GemmOp)

@@ -105,13 +105,24 @@ def freeze(model, inputs: list[np.ndarray]):
 @dataclass
 class Outcome:
     case: str
-    status: str  # passed | failed | refused
+    status: str  # passed | failed | refused | disputed
     detail: str = ""
 
 
 HERE = Path(__file__).parent
 TABLE = HERE / "conformance.md"
 PASSED = HERE / "conformance_passed.txt"
+# Cases whose expected low-precision outputs round every intermediate of a fused
+# computation (onnx's reference runs Softmax in bf16 / f16 numpy), while smelt
+# computes in f32 and rounds once: smelt's answer is nearer the exact value, but the
+# case's rtol (1e-3) is below the dtype's step (bf16: 2**-8). Such a case counts as
+# disputed, not passed, and only while every element is within two steps.
+DISPUTED = {
+    name: reason
+    for line in (HERE / "conformance_disputed.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+    for name, reason in [line.split(maxsplit=1)]
+}
 
 
 def collect() -> list:
@@ -167,8 +178,25 @@ def run_case(case) -> Outcome:
                 np.testing.assert_allclose(have, want, rtol=case.rtol, atol=case.atol)
             except AssertionError as e:
                 lines = [l for l in str(e).splitlines() if "Max" in l or "Mismatch" in l]
-                return Outcome(case.name, "failed", f"{name}: " + "; ".join(lines))
+                detail = f"{name}: " + "; ".join(lines)
+                if case.name in DISPUTED and _within_two_steps(have, want):
+                    return Outcome(case.name, "disputed", DISPUTED[case.name])
+                return Outcome(case.name, "failed", detail)
     return Outcome(case.name, "passed")
+
+
+def _within_two_steps(have: np.ndarray, want: np.ndarray) -> bool:
+    """Every element of a low-precision float output within two steps of the
+    dtype's grid of the expected value: what the extra roundings of the expected
+    value (exp, sum, division, each half a step) can account for."""
+    if have.dtype.itemsize != 2 or have.dtype.kind in "iu":
+        return False
+    h, w = have.astype(np.float64), want.astype(np.float64)
+    mantissa_bits = 10 if have.dtype == np.float16 else 7  # f16, bf16
+    size = np.maximum(np.maximum(np.abs(h), np.abs(w)), 2.0**-126)
+    step = 2.0 ** (np.floor(np.log2(size)) - mantissa_bits)
+    same = (h == w) | (np.isnan(h) & np.isnan(w))
+    return bool(np.all(same | (np.abs(h - w) <= 2 * step)))
 
 
 def run(cases: list, only: set[str] | None = None) -> list[Outcome]:
@@ -195,8 +223,8 @@ def table(outcomes: list[Outcome], ops: dict[str, str]) -> str:
         if o.status != "passed":
             reasons[ops[o.case]][_reason(o.detail)] += 1
     lines = [
-        "| op | claimed | passed | failed | refused | why (most common) |",
-        "|---|---|---:|---:|---:|---|",
+        "| op | claimed | passed | failed | refused | disputed | why (most common) |",
+        "|---|---|---:|---:|---:|---:|---|",
     ]
     for op in sorted(counts):
         c = counts[op]
@@ -204,13 +232,13 @@ def table(outcomes: list[Outcome], ops: dict[str, str]) -> str:
         claimed = "yes" if c["passed"] else "no"
         lines.append(
             f"| {op} | {claimed} | {c['passed']} | {c['failed']} | {c['refused']} "
-            f"| {why.replace('|', '/')} |"
+            f"| {c['disputed']} | {why.replace('|', '/')} |"
         )
     total = collections.Counter(o.status for o in outcomes)
     claimed_ops = sum(1 for c in counts.values() if c["passed"])
     lines.append(
         f"| total ({len(outcomes)} cases) | {claimed_ops} ops | {total['passed']} "
-        f"| {total['failed']} | {total['refused']} | |"
+        f"| {total['failed']} | {total['refused']} | {total['disputed']} | |"
     )
     return "\n".join(lines)
 

@@ -297,3 +297,32 @@ def test_legacy_broadcast_with_an_axis_before_opset_7():
               opset=6)  # fmt: skip
     got = run(m, {"a": a, "b": b})["y"]
     np.testing.assert_array_equal(got, a & b.reshape(3, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_cast_in_a_low_precision_epilogue(dtype):
+    """MatMul -> Cast (to its own type) -> Add in f16 / bf16: the cast's value is
+    widened back to f32 for the add (it used to reach the emitter as half + float)."""
+    import ml_dtypes
+
+    np_type = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    onnx_type = helper.np_dtype_to_tensor_dtype(np.dtype(np_type))
+    nodes = [
+        helper.make_node("MatMul", ["a", "b"], ["m"]),
+        helper.make_node("Cast", ["m"], ["c"], to=onnx_type),
+        helper.make_node("Add", ["c", "bias"], ["y"]),
+    ]
+    shapes = {"a": [2, 3, 4], "b": [2, 4, 5], "bias": [2, 3, 5]}
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, onnx_type, s) for n, s in shapes.items()],
+        [helper.make_tensor_value_info("y", onnx_type, [2, 3, 5])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(3)
+    feeds = {n: rng.random(s).astype(np_type) for n, s in shapes.items()}
+    got = smelt.compile(model, "cpu").run(feeds)["y"]
+    f32 = {n: v.astype(np.float32) for n, v in feeds.items()}
+    m = (f32["a"] @ f32["b"]).astype(np_type).astype(np.float32)
+    want = (m + f32["bias"]).astype(np_type)
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
