@@ -148,12 +148,14 @@ def _recurrent(ctx: NodeContext) -> list[Value]:
         if cls is g.GruScanOp:  # Rbh goes to the scan, the others to the projection
             rbh = _slice(ctx, rb, 2 * hidden, gh)
             zeros = Const(np.zeros((d, hidden), dtype))
-            rb = ctx.emit(g.ConcatOp, [_slice(ctx, rb, 0, 2 * hidden), zeros], axis=1)[0]
+            rb_zr = _slice(ctx, rb, 0, 2 * hidden)
+            rb = ctx.emit(g.ConcatOp, [rb_zr, zeros], axis=1)[0]
         total = ctx.emit(g.AddOp, [wb, rb])[0]
         xw = ctx.emit(g.AddOp, [xw, ctx.reshape(total, (d, 1, gh))])[0]
     xw = ctx.reshape(xw, (d, steps, batch, gh))
     state = (d, batch, hidden)
-    operands = [xw, _transpose(ctx, r, [0, 2, 1]), _state(ctx, 5, "initial_h", state, layout)]
+    h0 = _state(ctx, 5, "initial_h", state, layout)
+    operands = [xw, _transpose(ctx, r, [0, 2, 1]), h0]
     attrs = {"direction": direction, **_functions(ctx, defaults, d)}
     clip = ctx.attr("clip")
     if clip is not None:

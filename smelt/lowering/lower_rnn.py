@@ -15,11 +15,13 @@ from xdsl.ir import Operation, SSAValue
 from smelt.dialects import graph, loop
 from smelt.lowering.loop_builder import Index, KernelBuilder, compute_type
 from smelt.lowering.loop_context import LoweringContext
-from smelt.lowering.lower_elementwise import _sigmoid
+from smelt.lowering.lower_elementwise import UNARY
 from smelt.lowering.scalar_ops import Arith, storage_type
 
 
-def _activation(a: Arith, name: str, alpha: float, beta: float, x: SSAValue):  # noqa: ANN202
+def _activation(
+    a: Arith, name: str, alpha: float, beta: float, x: SSAValue
+) -> SSAValue:
     """The ONNX recurrent activation `name` of x (see graph_rnn.ACTIVATIONS)."""
     zero, one = a.zero(), a.one()
     if name == "Relu":
@@ -27,7 +29,7 @@ def _activation(a: Arith, name: str, alpha: float, beta: float, x: SSAValue):  #
     if name == "Tanh":
         return a.math(math.TanhOp, x)
     if name == "Sigmoid":
-        return _sigmoid(a, x)
+        return UNARY[graph.SigmoidOp](a, x)
     if name == "Affine":
         return a.add(a.mul(a.const(alpha), x), a.const(beta))
     if name == "LeakyRelu":
@@ -49,9 +51,23 @@ def _activation(a: Arith, name: str, alpha: float, beta: float, x: SSAValue):  #
     return a.add(a.max(x, zero), tail)
 
 
+@dataclass(frozen=True)
+class _Unit:
+    """One hidden unit j of batch entry b in a time step: the time position t its
+    input is read at, the position pos of Y it writes, and whether the step is
+    live (None: always; an i1 with seq_lens)."""
+
+    b: Index
+    j: Index
+    t: Index
+    pos: Index
+    live: SSAValue | None
+
+
 @dataclass
 class _Step:
-    """What one time step's nests share: the kernel, the direction and step ivs."""
+    """What one time step's nests share: the kernel, the buffers, the direction
+    and step ivs."""
 
     k: KernelBuilder
     a: Arith
@@ -59,32 +75,58 @@ class _Step:
     d: Index
     s: Index
     steps: int
+    batch: int
     hidden: int
     reverse: SSAValue | bool  # an i1 when the direction loop decides it
-    lens: SSAValue | None  # the seq_lens buffer
-    y: SSAValue  # the Y buffer [S, D, B, H]
+    lens: SSAValue | None  # the seq_lens buffer [B]
+    xw: SSAValue  # [D, S, B, G*H]
+    gates: SSAValue  # scratch [D, B, G*H]: H_{t-1} * R^T
+    y: SSAValue  # [S, D, B, H]
 
-    def at(self, b: Index) -> tuple[Index, Index, SSAValue | None]:
-        """(time position read, position written in Y, whether the step is live)
-        for batch entry b. A finished entry writes 0 at the current step, a
-        padding position in either direction."""
+    def _positions(self, b: Index) -> tuple[Index, Index, SSAValue | None]:
+        """(t, pos, live) of batch entry b. A finished entry writes 0 at the
+        current step, a padding position in either direction."""
         k, s, last = self.k, self.s, self.steps - 1
         if self.lens is None:
+            n, live = None, None
+        else:
+            n = k.op(arith.IndexCastOp, k.load(self.lens, [b]), IndexType())
+            n = k.clamp(n, 0, self.steps)
+            live = k.op(arith.CmpiOp, s, n, "slt")
+        if n is None:
             back = k.affine([(s, -1)], last)
-            if isinstance(self.reverse, bool):
-                t = back if self.reverse else s
-            else:
-                t = k.op(arith.SelectOp, self.reverse, back, s)
-            return t, t, None
-        n = k.op(arith.IndexCastOp, k.load(self.lens, [b]), IndexType())
-        n = k.clamp(n, 0, self.steps)
-        live = k.op(arith.CmpiOp, s, n, "slt")
-        back = k.clamp(k.op(arith.SubiOp, k.affine([(n, 1)], -1), s), 0, last)
+        else:
+            back = k.clamp(k.op(arith.SubiOp, k.affine([(n, 1)], -1), s), 0, last)
         if isinstance(self.reverse, bool):
             t = back if self.reverse else s
         else:
             t = k.op(arith.SelectOp, self.reverse, back, s)
-        return t, k.op(arith.SelectOp, live, t, s), live
+        pos = t if live is None else k.op(arith.SelectOp, live, t, s)
+        return t, pos, live
+
+    def units(self, body: Callable[[_Unit], None]) -> None:
+        """body(unit) over batch entries (outer) and hidden units (inner)."""
+        with self.k.loop(self.batch) as b:
+            t, pos, live = self._positions(b)
+            with self.k.loop(self.hidden) as j:
+                body(_Unit(b, j, t, pos, live))
+
+    def column(self, u: _Unit, q: int) -> Index:
+        return self.k.affine([(u.j, 1)], q * self.hidden)
+
+    def gate(self, u: _Unit, q: int) -> SSAValue:
+        """Gate q's recurrent product H_{t-1} * R_q^T at u."""
+        return self.k.load_value(self.gates, [self.d, u.b, self.column(u, q)])
+
+    def x(self, u: _Unit, q: int) -> SSAValue:
+        """Gate q's input projection (with its biases) at u."""
+        return self.k.load_value(self.xw, [self.d, u.t, u.b, self.column(u, q)])
+
+    def pre(self, u: _Unit, q: int) -> SSAValue:
+        return self.a.add(self.gate(u, q), self.x(u, q))
+
+    def state(self, buffer: SSAValue, u: _Unit) -> SSAValue:
+        return self.k.load_value(buffer, [self.d, u.b, u.j])
 
     def fn(self, which: int, x: SSAValue) -> SSAValue:
         """The cell's function `which` of this direction, after the clip."""
@@ -96,143 +138,115 @@ class _Step:
         first = _activation(self.a, *specs[0], x)
         if len(specs) == 1 or specs[1] == specs[0]:
             return first
+        assert not isinstance(self.reverse, bool)
         return self.a.select(self.reverse, _activation(self.a, *specs[1], x), first)
 
+    def finish(
+        self, u: _Unit, h: SSAValue, states: list[tuple[SSAValue, SSAValue, SSAValue]]
+    ) -> None:
+        """Stores h in Y and each (new, old, buffer) state; a finished entry keeps
+        its old state and writes 0."""
+        k, a, live = self.k, self.a, u.live
+        k.store_value(h if live is None else a.select(live, h, a.zero()), self.y,
+                      [u.pos, self.d, u.b, u.j])  # fmt: skip
+        for new, old, buffer in states:
+            value = new if live is None else a.select(live, new, old)
+            k.store_value(value, buffer, [self.d, u.b, u.j])
 
-def _matmul(
-    st: _Step, lhs: SSAValue, rt: SSAValue, out: SSAValue, lo: int, hi: int
-) -> None:
-    """out[d, b, n] = sum_k lhs[d, b, k] * rt[d, k, n] for n in [lo, hi): a zero
-    fill, then a b-k-n band accumulating in `out` (n innermost, contiguous)."""
-    k, a, d = st.k, st.a, st.d
-    batch = graph.shape_of(st.op.operands[2])[1]
-    with k.nest([batch, hi - lo]) as (b, n):
-        k.store_value(a.zero(), out, [d, b, k.affine([(n, 1)], lo)])
-    with k.loop(batch) as b:
-        with k.loop(st.hidden, loop.REDUCTION) as kk, k.loop(hi - lo) as n:
-            col = k.affine([(n, 1)], lo)
-            x = k.load_value(lhs, [d, b, kk])
-            y = k.load_value(rt, [d, kk, col])
-            acc = k.load_value(out, [d, b, col])
-            k.store_value(a.add(acc, a.mul(x, y)), out, [d, b, col])
+    def matmul(self, lhs: SSAValue, rt: SSAValue, lo: int, hi: int) -> None:
+        """gates[d, b, n] = sum_k lhs[d, b, k] * rt[d, k, n] for n in [lo, hi): a
+        zero fill, then a b-k-n band accumulating in gates (n innermost and
+        contiguous, so that it vectorizes)."""
+        k, a, d, out = self.k, self.a, self.d, self.gates
+        with k.nest([self.batch, hi - lo]) as (b, n):
+            k.store_value(a.zero(), out, [d, b, k.affine([(n, 1)], lo)])
+        with k.loop(self.batch) as b:
+            with k.loop(self.hidden, loop.REDUCTION) as kk, k.loop(hi - lo) as n:
+                col = k.affine([(n, 1)], lo)
+                x = k.load_value(lhs, [d, b, kk])
+                y = k.load_value(rt, [d, kk, col])
+                acc = k.load_value(out, [d, b, col])
+                k.store_value(a.add(acc, a.mul(x, y)), out, [d, b, col])
 
 
-# cell(step, kernel inputs, kernel outputs, scratch) emits one time step
+# cell(step, kernel inputs, kernel outputs, scratch buffers) emits one time step
 Cell = Callable[[_Step, list[SSAValue], list[SSAValue], list[SSAValue]], None]
 
 
-def _each_unit(st: _Step, body: Callable[..., None]) -> None:
-    """body(b, j, t, pos, live) over batch entries b and hidden units j (`_Step.at`
-    gives t, pos and live)."""
-    k = st.k
-    batch = graph.shape_of(st.op.operands[2])[1]
-    with k.loop(batch) as b:
-        t, pos, live = st.at(b)
-        with k.loop(st.hidden) as j:
-            body(b, j, t, pos, live)
-
-
-def _finish(
-    st: _Step, b: Index, j: Index, pos: Index, live: SSAValue | None,
-    h: SSAValue, state: list[tuple[SSAValue, SSAValue, SSAValue]],
+def _lstm(
+    st: _Step, ins: list[SSAValue], outs: list[SSAValue], scratch: list[SSAValue]
 ) -> None:
-    """Stores Y at pos and each (new, old, buffer) state; a finished entry keeps
-    its old state and writes 0."""
-    k, a = st.k, st.a
-    y_value = h if live is None else a.select(live, h, a.zero())
-    k.store_value(y_value, st.y, [pos, st.d, b, j])
-    for new, old, buffer in state:
-        k.store_value(new if live is None else a.select(live, new, old), buffer,
-                      [st.d, b, j])  # fmt: skip
+    """Gates i, o, f, c; peepholes p = (Pi, Po, Pf)."""
+    k, a, d = st.k, st.a, st.d
+    rt, p = ins[1], ins[4]
+    yh, yc = outs[1], outs[2]
+    st.matmul(yh, rt, 0, 4 * st.hidden)
+    coupled = bool(st.op.attr("input_forget"))
 
-
-def _lstm(st: _Step, ins: list[SSAValue], outs: list[SSAValue], scratch) -> None:  # noqa: ANN001
-    k, a, d, hsz = st.k, st.a, st.d, st.hidden
-    xw, rt, _, _, p = ins[:5]
-    _, yh, yc = outs
-    gates = scratch[0]
-    _matmul(st, yh, rt, gates, 0, 4 * hsz)
-    forget_is_input = bool(st.op.attr("input_forget"))
-
-    def body(b, j, t, pos, live):  # noqa: ANN001, ANN202
-        def pre(q: int) -> SSAValue:
-            col = k.affine([(j, 1)], q * hsz)
-            return a.add(k.load_value(gates, [d, b, col]), k.load_value(xw, [d, t, b, col]))
-
+    def body(u: _Unit) -> None:
         def peep(q: int) -> SSAValue:
-            return k.load_value(p, [d, k.affine([(j, 1)], q * hsz)])
+            return k.load_value(p, [d, st.column(u, q)])
 
-        h_old = k.load_value(yh, [d, b, j])
-        c_old = k.load_value(yc, [d, b, j])
-        i = st.fn(0, a.add(pre(0), a.mul(peep(0), c_old)))
-        if forget_is_input:
+        h_old, c_old = st.state(yh, u), st.state(yc, u)
+        i = st.fn(0, a.add(st.pre(u, 0), a.mul(peep(0), c_old)))
+        if coupled:
             f = a.sub(a.one(), i)
         else:
-            f = st.fn(0, a.add(pre(2), a.mul(peep(2), c_old)))
-        c = a.add(a.mul(f, c_old), a.mul(i, st.fn(1, pre(3))))
-        o = st.fn(0, a.add(pre(1), a.mul(peep(1), c)))
+            f = st.fn(0, a.add(st.pre(u, 2), a.mul(peep(2), c_old)))
+        c = a.add(a.mul(f, c_old), a.mul(i, st.fn(1, st.pre(u, 3))))
+        o = st.fn(0, a.add(st.pre(u, 1), a.mul(peep(1), c)))
         h = a.mul(o, st.fn(2, c))
-        _finish(st, b, j, pos, live, h, [(h, h_old, yh), (c, c_old, yc)])
+        st.finish(u, h, [(h, h_old, yh), (c, c_old, yc)])
 
-    _each_unit(st, body)
+    st.units(body)
 
 
-def _gru(st: _Step, ins: list[SSAValue], outs: list[SSAValue], scratch) -> None:  # noqa: ANN001
+def _gru(
+    st: _Step, ins: list[SSAValue], outs: list[SSAValue], scratch: list[SSAValue]
+) -> None:
+    """Gates z, r, h. Without linear_before_reset, (r * H_{t-1}) * Rh^T needs r
+    first: a second matmul over the h columns, from the `rh` scratch."""
     k, a, d, hsz = st.k, st.a, st.d, st.hidden
-    xw, rt, _, rbh = ins[:4]
+    rt, rbh = ins[1], ins[3]
     yh = outs[1]
-    gates = scratch[0]
     before = bool(st.op.attr("linear_before_reset"))
-
-    def load(buffer, b, t, q, j):  # noqa: ANN001, ANN202
-        return k.load_value(buffer, [d, t, b, k.affine([(j, 1)], q * hsz)])
-
-    def gate(b, j, q):  # noqa: ANN001, ANN202
-        return k.load_value(gates, [d, b, k.affine([(j, 1)], q * hsz)])
-
     if before:
-        _matmul(st, yh, rt, gates, 0, 3 * hsz)
-    else:  # (r * H_{t-1}) * Rh^T needs r first
-        _matmul(st, yh, rt, gates, 0, 2 * hsz)
+        st.matmul(yh, rt, 0, 3 * hsz)
+    else:
+        st.matmul(yh, rt, 0, 2 * hsz)
         rh = scratch[1]
 
-        def reset(b, j, t, pos, live):  # noqa: ANN001, ANN202
-            r = st.fn(0, a.add(gate(b, j, 1), load(xw, b, t, 1, j)))
-            k.store_value(a.mul(r, k.load_value(yh, [d, b, j])), rh, [d, b, j])
+        def reset(u: _Unit) -> None:
+            r = st.fn(0, st.pre(u, 1))
+            k.store_value(a.mul(r, st.state(yh, u)), rh, [d, u.b, u.j])
 
-        _each_unit(st, reset)
-        _matmul(st, rh, rt, gates, 2 * hsz, 3 * hsz)
+        st.units(reset)
+        st.matmul(rh, rt, 2 * hsz, 3 * hsz)
 
-    def body(b, j, t, pos, live):  # noqa: ANN001, ANN202
-        h_old = k.load_value(yh, [d, b, j])
-        z = st.fn(0, a.add(gate(b, j, 0), load(xw, b, t, 0, j)))
-        bias = k.load_value(rbh, [d, j])
+    def body(u: _Unit) -> None:
+        h_old = st.state(yh, u)
+        z = st.fn(0, st.pre(u, 0))
+        recurrent = a.add(st.gate(u, 2), k.load_value(rbh, [d, u.j]))
         if before:
-            r = st.fn(0, a.add(gate(b, j, 1), load(xw, b, t, 1, j)))
-            inner = a.mul(r, a.add(gate(b, j, 2), bias))
-        else:
-            inner = a.add(gate(b, j, 2), bias)
-        candidate = st.fn(1, a.add(load(xw, b, t, 2, j), inner))
+            recurrent = a.mul(st.fn(0, st.pre(u, 1)), recurrent)
+        candidate = st.fn(1, a.add(st.x(u, 2), recurrent))
         h = a.add(a.mul(a.sub(a.one(), z), candidate), a.mul(z, h_old))
-        _finish(st, b, j, pos, live, h, [(h, h_old, yh)])
+        st.finish(u, h, [(h, h_old, yh)])
 
-    _each_unit(st, body)
+    st.units(body)
 
 
-def _rnn(st: _Step, ins: list[SSAValue], outs: list[SSAValue], scratch) -> None:  # noqa: ANN001
-    k, a, d = st.k, st.a, st.d
-    xw, rt = ins[:2]
+def _rnn(
+    st: _Step, ins: list[SSAValue], outs: list[SSAValue], scratch: list[SSAValue]
+) -> None:
     yh = outs[1]
-    gates = scratch[0]
-    _matmul(st, yh, rt, gates, 0, st.hidden)
+    st.matmul(yh, ins[1], 0, st.hidden)
 
-    def body(b, j, t, pos, live):  # noqa: ANN001, ANN202
-        h_old = k.load_value(yh, [d, b, j])
-        x = a.add(k.load_value(gates, [d, b, j]), k.load_value(xw, [d, t, b, j]))
-        h = st.fn(0, x)
-        _finish(st, b, j, pos, live, h, [(h, h_old, yh)])
+    def body(u: _Unit) -> None:
+        h = st.fn(0, st.pre(u, 0))
+        st.finish(u, h, [(h, st.state(yh, u), yh)])
 
-    _each_unit(st, body)
+    st.units(body)
 
 
 CELLS: dict[type[Operation], Cell] = {
@@ -267,11 +281,12 @@ def lower_recurrence(ctx: LoweringContext, op: graph.RecurrenceOp) -> None:
         with k.nest([batch, hidden]) as (b, j):
             for src, dst in states:
                 k.store_value(k.load_value(src, [d, b, j]), dst, [d, b, j])
-        reverse = (
-            reverse_of[0] if dirs == 1 else k.cmp_index(d, "eq", 1)
-        )
+        reverse = reverse_of[0] if dirs == 1 else k.cmp_index(d, "eq", 1)
         with k.loop(steps, loop.REDUCTION) as s:
-            st = _Step(k, a, op, d, s, steps, hidden, reverse, lens, k_outs[0])
+            st = _Step(
+                k, a, op, d, s, steps, batch, hidden, reverse, lens,
+                k_ins[0], k_scratch[0], k_outs[0],
+            )  # fmt: skip
             CELLS[type(op)](st, k_ins, k_outs, k_scratch)
 
 

@@ -79,7 +79,10 @@ def recurrent_model(
     runtime = {"X"} | ({"sequence_lens"} if lens_input else set())
     if not weights_const:
         runtime |= {n for n in values if n != "sequence_lens"}
-    kind = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32}
+    kind = {
+        np.dtype(np.float32): TensorProto.FLOAT,
+        np.dtype(np.int32): TensorProto.INT32,
+    }
     graph = helper.make_graph(
         [node],
         "g",
@@ -190,6 +193,26 @@ def test_gru_activation_list_with_clip():
     check_recurrent(
         "GRU", activations=["HardSigmoid", "Softsign"], clip=1.5, states=True
     )
+
+
+@pytest.mark.parametrize(
+    "op, options",
+    [
+        ("LSTM", {"direction": "bidirectional", "peepholes": True,
+                  "seq_lens": [4, 1, 5], "clip": 0.9}),
+        ("GRU", {"direction": "reverse", "seq_lens": [2, 5, 3], "lens_input": True}),
+        ("GRU", {"direction": "bidirectional", "linear_before_reset": 1}),
+        ("RNN", {"direction": "bidirectional",
+                 "activations": ["Softsign", "Relu"]}),
+    ],
+)  # fmt: skip
+def test_reference_kernel(op, options):
+    """The reference executor (the constant folder and every pass's oracle)."""
+    from smelt.frontend.onnx import import_model
+    from smelt.runtime.reference import run_graph
+
+    model, feeds = recurrent_model(op, states=True, **options)
+    compare(run_graph(import_model(model), feeds), run_onnxruntime(model, feeds))
 
 
 def test_torch_lstm_gru_batch_first():
