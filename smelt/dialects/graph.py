@@ -15,6 +15,7 @@ from smelt.dialects.graph_elementwise import *
 from smelt.dialects.graph_fused import *
 from smelt.dialects.graph_index import *
 from smelt.dialects.graph_nn import *
+from smelt.dialects.graph_rnn import *
 from smelt.dialects.graph_scan import *
 
 Graph = Dialect(
@@ -86,6 +87,9 @@ Graph = Dialect(
         CumSumOp,
         CumProdOp,
         TopKOp,
+        LstmScanOp,
+        GruScanOp,
+        RnnScanOp,
         LayerNormOp,
         BatchNormOp,
         LrnOp,

@@ -40,7 +40,13 @@ from xdsl.passes import ModulePass
 
 from smelt.dialects import graph, loop
 from smelt.errors import SmeltError
-from smelt.lowering import lower_data, lower_elementwise, lower_fused, lower_index
+from smelt.lowering import (
+    lower_data,
+    lower_elementwise,
+    lower_fused,
+    lower_index,
+    lower_rnn,
+)
 from smelt.lowering.loop_builder import shape
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import copy_nest
@@ -76,6 +82,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     **lower_data.LOWERINGS,
     **lower_index.LOWERINGS,
     **lower_fused.LOWERINGS,
+    **lower_rnn.LOWERINGS,
 }
 
 
