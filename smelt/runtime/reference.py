@@ -435,3 +435,4 @@ def _pad(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 from smelt.runtime import reference_nn  # noqa: F401  (registers nn kernels)
 from smelt.runtime import reference_scan  # noqa: F401  (registers scan kernels)
 from smelt.runtime import reference_index  # noqa: F401  (registers index kernels)
+from smelt.runtime import reference_quant  # noqa: F401, E402  (quant kernels)
