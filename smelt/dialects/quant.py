@@ -355,7 +355,9 @@ class RequantizeOp(_QuantOp):
         if acc.element_type != dtypes.i32:
             raise VerifyException(f"requantize expects an i32 accumulator, not {acc}")
         if not dtypes.is_float(multiplier.element_type):
-            raise VerifyException(f"the multiplier must be a float tensor: {multiplier}")
+            raise VerifyException(
+                f"the multiplier must be a float tensor, not {multiplier}"
+            )
         _check_storage(zp)
         _check_broadcast(acc, multiplier, "multiplier")
         _check_broadcast(acc, zp, "zero point")

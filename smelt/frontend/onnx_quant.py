@@ -4,26 +4,28 @@ and the QOperator ops MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
 ONNX function body).
 
 Scales and zero points are reshaped to broadcast to the value (a per-axis [C] on
-axis 1 of a rank-4 tensor becomes [C, 1, 1]). Integer matmul and conv subtract the
-zero points in i32 and accumulate in i32; the QLinear ops then requantize. A
-DequantizeLinear of a constant stays `quant.dequantize` of int8 data (never folded).
+axis 1 of a rank-4 tensor becomes [C, 1, 1]; blocked ones are repeated per block).
+int4 / float8 types are refused when the importer reads their tensors. Integer
+matmul and conv subtract the zero points in i32 and accumulate in i32; the QLinear
+ops then requantize. A DequantizeLinear of a constant stays `quant.dequantize` of
+int8 data (never folded).
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.dialects import quant as q
+from smelt.errors import SmeltError
 from smelt.frontend.onnx import (
     Const,
     NodeContext,
     Value,
     element_type,
     element_type_of,
+    numpy_type_of,
     shape_of,
 )
 from smelt.frontend.onnx_nn import conv
@@ -40,19 +42,44 @@ def _per_axis(ctx: NodeContext, param: Value, rank: int, axis: int, what: str) -
         return param if len(dims) == 0 else ctx.reshape(param, ())
     if len(dims) != 1:
         raise ctx.unsupported(
-            f"its {what} has shape {list(dims)}: only a scalar or a 1-D per-axis "
-            "tensor is supported (blocked quantization is not)"
+            f"its {what} has shape {list(dims)}: expected a scalar or a 1-D "
+            "per-axis tensor (or blocks with block_size)"
         )
     axis = axis_of(ctx, axis, rank)
     return ctx.reshape(param, (dims[0],) + (1,) * (rank - axis - 1))
 
 
-def _check_blocked(ctx: NodeContext) -> None:
-    if ctx.attr("block_size", 0):
-        raise ctx.unsupported(
-            "blocked quantization (block_size > 0) is not supported; quantize per "
-            "tensor or per axis"
+def _blocked(ctx: NodeContext, param: Value, x_shape, axis: int, what: str) -> Value:
+    """A blocked scale or zero point (x's shape but ceil(n / block_size) along
+    `axis`) repeated block_size times along `axis`, cut to x's shape."""
+    block, rank = int(ctx.attr("block_size")), len(x_shape)
+    axis = axis_of(ctx, axis, rank)
+    dims, n = shape_of(param), x_shape[axis]
+    blocks = -(-n // block)
+    expected = (*x_shape[:axis], blocks, *x_shape[axis + 1 :])
+    if tuple(dims) != expected:
+        raise SmeltError(
+            f"{ctx.label}: its {what} has shape {list(dims)}; blocks of "
+            f"{block} along axis {axis} need {list(expected)}"
         )
+    v = ctx.reshape(param, (*dims[: axis + 1], 1, *dims[axis + 1 :]))
+    v = ctx.emit(g.ExpandOp, [v], shape=[*dims[: axis + 1], block, *dims[axis + 1 :]])
+    v = ctx.reshape(v[0], (*dims[:axis], blocks * block, *dims[axis + 1 :]))
+    if blocks * block != n:
+        v = ctx.emit(
+            g.SliceOp, [v], starts=[0] * rank, ends=list(x_shape), steps=[1] * rank
+        )[0]
+    return v
+
+
+def _params(ctx: NodeContext, x: Value, scale: Value, zp: Value) -> list[Value]:
+    """Scale and zero point shaped to broadcast to x (per tensor, axis or block)."""
+    x_shape, axis = shape_of(x), int(ctx.attr("axis", 1))
+    if int(ctx.attr("block_size", 0)) > 0:
+        return [_blocked(ctx, p, x_shape, axis, w) for p, w in
+                ((scale, "scale"), (zp, "zero point"))]  # fmt: skip
+    return [_per_axis(ctx, p, len(x_shape), axis, w) for p, w in
+            ((scale, "scale"), (zp, "zero point"))]  # fmt: skip
 
 
 def _storage(ctx: NodeContext, t, what: str):
@@ -64,15 +91,14 @@ def _storage(ctx: NodeContext, t, what: str):
     return t
 
 
-def _zero(t, dims: Sequence[int] = ()) -> Const:
-    return Const(np.zeros(tuple(dims), dtypes.to_numpy(t)))
+def _zero(t, like: Value) -> Const:
+    """A zero point of storage type `t` of the shape of scale `like`."""
+    return Const(np.zeros(shape_of(like), dtypes.to_numpy(t)))
 
 
 @handles("QuantizeLinear")
 def _quantize_linear(ctx: NodeContext) -> list[Value]:
-    _check_blocked(ctx)
     x, scale, zp = ctx.input(0), ctx.input(1), ctx.input(2)
-    rank, axis = len(shape_of(x)), int(ctx.attr("axis", 1))
     if zp is not None:
         out = element_type_of(zp)
     elif ctx.attr("output_dtype", 0):
@@ -82,19 +108,16 @@ def _quantize_linear(ctx: NodeContext) -> list[Value]:
     if out == dtypes.i32:
         raise ctx.unsupported("QuantizeLinear to int32 is not an ONNX quantized type")
     _storage(ctx, out, "the output")
-    zp = _zero(out) if zp is None else _per_axis(ctx, zp, rank, axis, "zero point")
-    scale = _per_axis(ctx, scale, rank, axis, "scale")
+    scale, zp = _params(ctx, x, scale, _zero(out, scale) if zp is None else zp)
     return ctx.emit(q.QuantizeOp, [x, scale, zp])
 
 
 @handles("DequantizeLinear")
 def _dequantize_linear(ctx: NodeContext) -> list[Value]:
-    _check_blocked(ctx)
     x, scale, zp = ctx.input(0), ctx.input(1), ctx.input(2)
-    rank, axis = len(shape_of(x)), int(ctx.attr("axis", 1))
     storage = _storage(ctx, element_type_of(x), "the input")
-    zp = _zero(storage) if zp is None else _per_axis(ctx, zp, rank, axis, "zero point")
-    y = ctx.emit(q.DequantizeOp, [x, _per_axis(ctx, scale, rank, axis, "scale"), zp])
+    scale, zp = _params(ctx, x, scale, _zero(storage, scale) if zp is None else zp)
+    y = ctx.emit(q.DequantizeOp, [x, scale, zp])
     if ctx.attr("output_dtype", 0):
         to = element_type(ctx.attr("output_dtype"), f"{ctx.label}: output_dtype")
         if to != element_type_of(y[0]):
@@ -119,7 +142,7 @@ def _widen(ctx: NodeContext, v: Value, zp: Value | None) -> Value:
     return ctx.emit(g.SubOp, [wide, ctx.emit(g.CastOp, [zp], to=dtypes.i32)[0]])[0]
 
 
-def _row_param(ctx: NodeContext, a: Value, p: Value | None, what: str) -> Value | None:
+def _row_param(ctx: NodeContext, a: Value, p: Value | None) -> Value | None:
     """A scalar or per-row ([M]) parameter of matmul operand A, as [M, 1]."""
     if p is None or len(shape_of(p)) == 0 or shape_of(p) == (1,):
         return p if p is None or not shape_of(p) else ctx.reshape(p, ())
@@ -138,7 +161,7 @@ def _col_param(ctx: NodeContext, p: Value | None) -> Value | None:
 def _matmul_integer(
     ctx: NodeContext, a: Value, b: Value, a_zp: Value | None, b_zp: Value | None
 ) -> Value:
-    a32 = _widen(ctx, a, _row_param(ctx, a, a_zp, "zero point"))
+    a32 = _widen(ctx, a, _row_param(ctx, a, a_zp))
     b32 = _widen(ctx, b, _col_param(ctx, b_zp))
     return ctx.emit(g.MatMulOp, [a32, b32])[0]
 
@@ -185,7 +208,7 @@ def _multiplier(ctx: NodeContext, scales: list[Value]) -> Value:
 
 def _out_zero_point(ctx: NodeContext, zp: Value | None, like: Value) -> Value:
     if zp is None:
-        return _zero(element_type_of(like))
+        return Const(np.zeros((), numpy_type_of(like)))
     _storage(ctx, element_type_of(zp), "the output zero point")
     if shape_of(zp) not in ((), (1,)):
         raise ctx.unsupported("a per-channel output zero point is not supported")
@@ -203,7 +226,7 @@ def _qlinear_matmul(ctx: NodeContext) -> list[Value]:
     a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp = (ctx.input(i) for i in range(8))
     acc = _matmul_integer(ctx, a, b, a_zp, b_zp)
     scales = [
-        _row_param(ctx, a, a_scale, "scale"),
+        _row_param(ctx, a, a_scale),
         _col_param(ctx, b_scale),
         _scalar_scale(ctx, y_scale, "output scale"),
     ]

@@ -131,14 +131,36 @@ def test_quantize_per_axis_on_a_rank_3_tensor():
     np.testing.assert_array_equal(ours, theirs)
 
 
-def test_blocked_quantization_is_refused_clearly():
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s"], ["y"], block_size=2)]
+def test_blocked_quantization_with_a_partial_last_block():
+    from onnx.reference import ReferenceEvaluator
+
+    x = RNG.uniform(-3, 3, (3, 5)).astype(np.float32)
+    s = RNG.uniform(0.01, 0.1, (3, 3)).astype(np.float32)
+    z = _integers(np.int8, (3, 3))
+    blocks = {"axis": 1, "block_size": 2}
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **blocks),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], **blocks),
+    ]
     m = model(
         nodes,
-        [("x", F32, [2, 4]), ("s", F32, [2, 2])],
-        [("y", TensorProto.UINT8, [2, 4])],
+        [("x", F32, [3, 5]), ("s", F32, [3, 3]), ("z", TensorProto.INT8, [3, 3])],
+        [("y", F32, [3, 5])],
     )
-    with pytest.raises(SmeltError, match="blocked quantization"):
+    feeds = {"x": x, "s": s, "z": z}
+    ours = smelt.compile(m).run(feeds)
+    ours = next(iter(ours.values())) if isinstance(ours, dict) else ours[0]
+    np.testing.assert_array_equal(ours, ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+def test_float8_is_refused_clearly():
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s"], ["y"])]
+    m = model(
+        nodes,
+        [("x", TensorProto.FLOAT8E4M3FN, [4]), ("s", F32, [])],
+        [("y", F32, [4])],
+    )
+    with pytest.raises(SmeltError, match="FLOAT8E4M3FN is not supported"):
         smelt.compile(m)
 
 
@@ -223,7 +245,10 @@ def test_conv_integer_is_exact():
                 "ConvInteger", ["x", "w", "x_z", "w_z"], ["y"], pads=[1, 1, 0, 1]
             )
         ],
-        [("x", TensorProto.UINT8, [1, 2, 7, 5]), ("w", TensorProto.UINT8, [3, 2, 2, 3])],
+        [
+            ("x", TensorProto.UINT8, [1, 2, 7, 5]),
+            ("w", TensorProto.UINT8, [3, 2, 2, 3]),
+        ],
         [("y", TensorProto.INT32, [1, 3, 7, 5])],
         [("x_z", np.array(9, np.uint8)), ("w_z", np.array(200, np.uint8))],
     )
