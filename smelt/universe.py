@@ -40,6 +40,12 @@ def _loop() -> Dialect:
     return Loop
 
 
+def _quant() -> Dialect:
+    from smelt.dialects.quant import Quant
+
+    return Quant
+
+
 def _target() -> Dialect:
     from smelt.dialects.target import Target
 
@@ -125,6 +131,7 @@ SMELT_UNIVERSE = Universe(
         "arith": _arith,
         "graph": _graph,
         "loop": _loop,
+        "quant": _quant,
         "target": _target,
     },
     all_passes={

@@ -4,7 +4,7 @@ syntax) and the attribute / shape helpers every graph op uses."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -105,6 +105,9 @@ class GraphOp(IRDLOperation):
     """
 
     traits = traits_def(Pure())
+    # False for ops whose constant operands must stay as they are (a dequantized
+    # weight keeps its int8 data): the importer and graph-fold-constants skip them.
+    FOLDABLE: ClassVar[bool] = True
 
     @classmethod
     def infer(cls, types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:

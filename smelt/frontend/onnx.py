@@ -203,7 +203,7 @@ class _Importer:
         return module
 
     def emit(self, cls, operands, result_types=None, **attrs) -> list[Value]:
-        if all(isinstance(v, Const) for v in operands):
+        if cls.FOLDABLE and all(isinstance(v, Const) for v in operands):
             scratch = Block(arg_types=[v.type for v in operands])
             op = cls.build(scratch.args, result_types, **attrs)
             arrays = reference.evaluate(op, [v.array for v in operands])

@@ -74,13 +74,17 @@ def _as_2d(ctx: NodeContext, v: Value) -> Value:
 
 @handles("Conv")
 def _conv(ctx: NodeContext) -> list[Value]:
-    x, w = ctx.inputs[:2]
+    return [conv(ctx, ctx.inputs[0], ctx.inputs[1], ctx.input(2))]
+
+
+def conv(ctx: NodeContext, x: Value, w: Value, b: Value | None) -> Value:
+    """The 1-D or 2-D convolution of node `ctx` (its window attributes) of x by w
+    plus bias b (zeros when None)."""
     rank = _spatial_rank(ctx, x)
     ws = shape_of(w)
     kernel = list(ctx.attr("kernel_shape", ws[2:]))
     if len(ws) != rank + 2 or tuple(kernel) != tuple(ws[2:]):
         raise SmeltError(f"{ctx.label}: weight shape {ws} and kernel_shape disagree")
-    b = ctx.input(2)
     if b is None:
         b = Const(np.zeros(ws[0], numpy_type_of(x)))
     attrs = window_attrs(ctx, shape_of(x)[2:], kernel)
@@ -89,7 +93,7 @@ def _conv(ctx: NodeContext) -> list[Value]:
     y = ctx.emit(
         g.Conv2dOp, [x, w, b], group=int(ctx.attr("group", 1)), layout="nchw", **attrs
     )[0]
-    return [_drop_height(ctx, y) if rank == 1 else y]
+    return _drop_height(ctx, y) if rank == 1 else y
 
 
 def _drop_height(ctx: NodeContext, y: Value) -> Value:

@@ -332,3 +332,4 @@ from smelt.frontend import onnx_conv_transpose  # noqa: F401, E402
 from smelt.frontend import onnx_resize  # noqa: F401, E402
 from smelt.frontend import onnx_einsum, onnx_norms  # noqa: F401, E402
 from smelt.frontend import onnx_rnn  # noqa: F401, E402
+from smelt.frontend import onnx_quant  # noqa: F401, E402

@@ -92,7 +92,8 @@ class LoweringContext:
         """The kernel of one graph op: its operands' buffers in, its results' out."""
         ins = [self.buffer(v) for v in (op.operands if inputs is None else inputs)]
         outs = [self.result_buffer(r) for r in op.results]
-        return self.kernel(op.name.removeprefix("graph."), ins, outs)
+        # "quant.quantize" -> "quant_quantize": kernel names are identifiers
+        return self.kernel(op.name.removeprefix("graph.").replace(".", "_"), ins, outs)
 
     def finish(self, graph_func: func.FuncOp) -> list[func.FuncOp]:
         """The kernels, then the new @main (same name and attributes). Kernel inputs

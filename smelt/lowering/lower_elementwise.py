@@ -10,6 +10,7 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph
 from smelt.errors import SmeltError
+from smelt.lowering import lower_quant
 from smelt.lowering.loop_builder import Index, KernelBuilder, shape
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import broadcast_index
@@ -165,6 +166,7 @@ SCALAR: dict[type[Operation], Scalar] = {
     graph.CastOp: _cast,
     graph.ClipOp: _clip,
     graph.WhereOp: lambda k, op, v: k.op(arith.SelectOp, v[0], v[1], v[2]),
+    **lower_quant.SCALAR,
 }
 
 

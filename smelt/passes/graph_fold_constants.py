@@ -22,6 +22,8 @@ class FoldConstantOp(RewritePattern):
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not isinstance(op, graph.GraphOp) or isinstance(op, graph.ConstantOp):
             return
+        if not op.FOLDABLE:
+            return
         producers = [o.owner for o in op.operands]
         if not all(isinstance(p, graph.ConstantOp) for p in producers):
             return

@@ -12,11 +12,12 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from smelt.dialects import graph
+from smelt.dialects import graph, quant
 
 # The fusion rules: which ops may join a kernel, and in which role.
 ELEMENTWISE = (
     graph.UnaryOp, graph.BinaryOp, graph.CastOp, graph.ClipOp, graph.WhereOp,
+    quant.QuantizeOp, quant.DequantizeOp, quant.RequantizeOp,
 )
 # UnaryOp subclasses that reduce
 NOT_ELEMENTWISE = (graph.SoftmaxOp, graph.LogSoftmaxOp, graph.HardmaxOp, graph.LrnOp)

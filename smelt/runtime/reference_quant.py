@@ -1,0 +1,48 @@
+"""Reference kernels of the quant dialect (ONNX QuantizeLinear / DequantizeLinear
+semantics; requantization as ONNX's QLinearMatMul and QLinearConv compute it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from smelt.dialects import dtypes
+from smelt.dialects import quant as q
+from smelt.runtime.reference import kernel
+
+
+def saturate(values: np.ndarray, storage: np.dtype) -> np.ndarray:
+    """Integral float `values` clamped to `storage`'s range (NaN to its minimum, as
+    numpy's cast of NaN does on x86) and stored as `storage`."""
+    info = np.iinfo(storage)
+    values = np.where(np.isnan(values), info.min, values)
+    return np.clip(values, info.min, info.max).astype(storage)
+
+
+def quotient_type(x: np.dtype, scale: np.dtype) -> np.dtype:
+    """The float type x / scale is rounded to: numpy's promotion of the two (f16
+    only when both are f16, likewise bf16), computed through f32."""
+    return x if x == scale else np.dtype(np.float32)
+
+
+@kernel(q.QuantizeOp)
+def _quantize(op: q.QuantizeOp, args: list[np.ndarray]) -> np.ndarray:
+    x, scale, zp = args
+    quotient = x.astype(np.float32) / scale.astype(np.float32)
+    quotient = quotient.astype(quotient_type(x.dtype, scale.dtype))
+    rounded = np.rint(quotient.astype(np.float64)) + zp.astype(np.float64)
+    return saturate(rounded, zp.dtype)
+
+
+@kernel(q.DequantizeOp)
+def _dequantize(op: q.DequantizeOp, args: list[np.ndarray]) -> np.ndarray:
+    x, scale, zp = args
+    shifted = x.astype(np.float32) - zp.astype(np.float32)
+    return (shifted * scale.astype(np.float32)).astype(scale.dtype)
+
+
+@kernel(q.RequantizeOp)
+def _requantize(op: q.RequantizeOp, args: list[np.ndarray]) -> np.ndarray:
+    acc, multiplier, zp = args
+    scaled = acc.astype(np.float64) * multiplier.astype(np.float64)
+    rounded = np.rint(scaled) + zp.astype(np.float64)
+    return saturate(rounded, dtypes.to_numpy(op.result.type.element_type))
