@@ -11,8 +11,6 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop
 
-# Graph ops that become no kernel: views of the same bytes, or compile-time data.
-_NO_KERNEL = (graph.ConstantOp, graph.ReshapeOp, graph.IdentityOp, graph.DropoutOp)
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ def _source(value: SSAValue) -> SSAValue:
 
 def graph_stats(main: func.FuncOp) -> Stats:
     ops = [op for op in main.body.ops if isinstance(op, graph.GraphOp | graph.FusedOp)]
-    kernels = [op for op in ops if not isinstance(op, _NO_KERNEL)]
+    kernels = [op for op in ops if not getattr(op, "KERNEL_FREE", False)]
     readers: dict[SSAValue, set[Operation]] = {}
     for k in kernels:
         for operand in k.operands:

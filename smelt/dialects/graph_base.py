@@ -105,9 +105,19 @@ class GraphOp(IRDLOperation):
     """
 
     traits = traits_def(Pure())
+    # An op's facts, declared once here and read by the frontend, the passes, the
+    # reference executor and the lowering alike (never kept as tuples elsewhere).
     # False for ops whose constant operands must stay as they are (a dequantized
     # weight keeps its int8 data): the importer and graph-fold-constants skip them.
     FOLDABLE: ClassVar[bool] = True
+    # Each result element depends only on the operand elements at the same
+    # (broadcast) index: fusable into chains, prologues and epilogues.
+    ELEMENTWISE: ClassVar[bool] = False
+    # Decides the loop nest of a fused kernel: "contraction" (conv, matmul: takes
+    # an epilogue) or "reduction" (softmax, pools, reductions, scans).
+    ANCHOR: ClassVar[str | None] = None
+    # Makes no kernel: the result aliases an operand's bytes or is a constant.
+    KERNEL_FREE: ClassVar[bool] = False
 
     @classmethod
     def infer(cls, types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import math
 
 import numpy as np
@@ -37,6 +39,8 @@ from smelt.dialects.graph_base import *
 @irdl_op_definition
 class ReshapeOp(GraphOp):
     """Same elements in row-major order, new shape (the result type)."""
+
+    KERNEL_FREE: ClassVar[bool] = True
 
     name = "graph.reshape"
     input = operand_def(TensorType)
@@ -208,6 +212,8 @@ class PadOp(GraphOp):
 @irdl_op_definition
 class ConstantOp(GraphOp):
     """A tensor held as bytes in a dense attribute."""
+
+    KERNEL_FREE: ClassVar[bool] = True
 
     name = "graph.constant"
     value = attr_def(DenseIntOrFPElementsAttr)

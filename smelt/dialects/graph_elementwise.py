@@ -3,6 +3,8 @@ bitwise and logical ops, cast, clip, where)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import math
 
 from xdsl.dialects.builtin import (
@@ -28,6 +30,8 @@ from smelt.dialects.graph_base import *
 class UnaryOp(GraphOp):
     """Elementwise map: the result has the operand's type."""
 
+    ELEMENTWISE: ClassVar[bool] = True
+
     input = operand_def(TensorType)
     result = result_def(TensorType)
 
@@ -38,6 +42,8 @@ class UnaryOp(GraphOp):
 
 class BinaryOp(GraphOp):
     """Elementwise with numpy broadcasting; both operands share the element type."""
+
+    ELEMENTWISE: ClassVar[bool] = True
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -102,6 +108,7 @@ FloorOp = _unary("floor", "floor(x)")
 CeilOp = _unary("ceil", "ceil(x)")
 IdentityOp = _unary("identity", "x; removed by graph-simplify")
 DropoutOp = _unary("dropout", "x at inference; removed by graph-simplify")
+IdentityOp.KERNEL_FREE = DropoutOp.KERNEL_FREE = True  # they alias their operand
 SignOp = _unary("sign", "-1, 0 or 1 by the sign of x (NaN stays NaN)")
 RoundOp = _unary("round", "x rounded to the nearest integer, halves to even")
 SinOp = _unary("sin", "sin(x)")
@@ -170,6 +177,8 @@ class LeakyReluOp(UnaryOp):
 class CastOp(GraphOp):
     """Converts the element type to `to` (ONNX Cast semantics)."""
 
+    ELEMENTWISE: ClassVar[bool] = True
+
     name = "graph.cast"
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -183,6 +192,8 @@ class CastOp(GraphOp):
 @irdl_op_definition
 class ClipOp(GraphOp):
     """min(max(x, lo), hi) with scalar bounds lo and hi."""
+
+    ELEMENTWISE: ClassVar[bool] = True
 
     name = "graph.clip"
     input = operand_def(TensorType)
@@ -202,6 +213,8 @@ class ClipOp(GraphOp):
 @irdl_op_definition
 class WhereOp(GraphOp):
     """cond ? x : y with broadcasting."""
+
+    ELEMENTWISE: ClassVar[bool] = True
 
     name = "graph.where"
     cond = operand_def(TensorType)

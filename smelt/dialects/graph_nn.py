@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +32,8 @@ from smelt.dialects.graph_elementwise import UnaryOp
 
 class ReduceOp(GraphOp):
     """Reduces `axes` (all when empty); keeps them as size 1 when keepdims = 1."""
+
+    ANCHOR: ClassVar[str | None] = "reduction"
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -82,6 +86,9 @@ class ReduceProdOp(ReduceOp):
 class SoftmaxOp(UnaryOp):
     """exp(x - max) / sum(exp(x - max)) along `axis`."""
 
+    ELEMENTWISE: ClassVar[bool] = False
+    ANCHOR: ClassVar[str | None] = "reduction"
+
     name = "graph.softmax"
     axis = attr_def(IntegerAttr)
 
@@ -89,6 +96,9 @@ class SoftmaxOp(UnaryOp):
 @irdl_op_definition
 class LogSoftmaxOp(UnaryOp):
     """(x - max) - log(sum(exp(x - max))) along `axis`."""
+
+    ELEMENTWISE: ClassVar[bool] = False
+    ANCHOR: ClassVar[str | None] = "reduction"
 
     name = "graph.log_softmax"
     axis = attr_def(IntegerAttr)
@@ -98,6 +108,9 @@ class LogSoftmaxOp(UnaryOp):
 class HardmaxOp(UnaryOp):
     """1 at the first maximum along `axis` (a NaN counts as the maximum), else 0."""
 
+    ELEMENTWISE: ClassVar[bool] = False
+    ANCHOR: ClassVar[str | None] = "reduction"
+
     name = "graph.hardmax"
     axis = attr_def(IntegerAttr)
 
@@ -105,6 +118,8 @@ class HardmaxOp(UnaryOp):
 @irdl_op_definition
 class LayerNormOp(GraphOp):
     """Normalizes over the dims from `axis` on: y, mean and 1/std (ONNX semantics)."""
+
+    ANCHOR: ClassVar[str | None] = "reduction"
 
     name = "graph.layer_norm"
     input = operand_def(TensorType)
@@ -152,6 +167,9 @@ class BatchNormOp(GraphOp):
 @irdl_op_definition
 class LrnOp(UnaryOp):
     """Local response normalization across channels (ONNX LRN)."""
+
+    ELEMENTWISE: ClassVar[bool] = False
+    ANCHOR: ClassVar[str | None] = "reduction"
 
     name = "graph.lrn"
     size = attr_def(IntegerAttr)
@@ -205,6 +223,8 @@ class Conv2dOp(GraphOp):
     """Conv with bias [O] and `group` channel groups. layout "nchw": input NCHW,
     weight OIHW, result NCHW; layout "nhwc": input NHWC, weight OHWI, result NHWC."""
 
+    ANCHOR: ClassVar[str | None] = "contraction"
+
     name = "graph.conv2d"
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
@@ -254,11 +274,13 @@ class PoolOp(GraphOp):
 @irdl_op_definition
 class MaxPoolOp(PoolOp):
     name = "graph.max_pool"
+    ANCHOR: ClassVar[str | None] = "reduction"
 
 
 @irdl_op_definition
 class AveragePoolOp(PoolOp):
     name = "graph.average_pool"
+    ANCHOR: ClassVar[str | None] = "reduction"
     count_include_pad = attr_def(IntegerAttr)
 
 
@@ -288,6 +310,7 @@ class MaxPoolWithIndicesOp(PoolOp):
 @irdl_op_definition
 class GlobalAveragePoolOp(GraphOp):
     name = "graph.global_average_pool"
+    ANCHOR: ClassVar[str | None] = "reduction"
     input = operand_def(TensorType)
     result = result_def(TensorType)
     layout = attr_def(StringAttr)
@@ -303,6 +326,8 @@ class GlobalAveragePoolOp(GraphOp):
 @irdl_op_definition
 class MatMulOp(GraphOp):
     """numpy matmul semantics, batch dims broadcast."""
+
+    ANCHOR: ClassVar[str | None] = "contraction"
 
     name = "graph.matmul"
     lhs = operand_def(TensorType)
@@ -330,6 +355,8 @@ class MatMulOp(GraphOp):
 @irdl_op_definition
 class GemmOp(GraphOp):
     """alpha * op(A) @ op(B) + beta * C, op = transpose when trans_a / trans_b."""
+
+    ANCHOR: ClassVar[str | None] = "contraction"
 
     name = "graph.gemm"
     lhs = operand_def(TensorType)

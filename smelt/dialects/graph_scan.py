@@ -3,6 +3,8 @@ sums and products, top-k."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
 from xdsl.irdl import attr_def, irdl_op_definition, operand_def, result_def
 from xdsl.utils.exceptions import VerifyException
@@ -14,6 +16,8 @@ class ArgReduceOp(GraphOp):
     """The i64 position of the extreme along `axis`: the first one, or the last when
     `select_last_index` = 1; a NaN counts as the extreme (numpy's argmax/argmin).
     `axis` is kept as size 1 when keepdims = 1."""
+
+    ANCHOR: ClassVar[str | None] = "reduction"
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -49,6 +53,8 @@ class CumulativeOp(GraphOp):
     """Running sum / product along `axis`; `exclusive` = 1 leaves the element itself
     out (the first gets the identity), `reverse` = 1 runs from the end."""
 
+    ANCHOR: ClassVar[str | None] = "reduction"
+
     input = operand_def(TensorType)
     result = result_def(TensorType)
     axis = attr_def(IntegerAttr)
@@ -75,6 +81,8 @@ class CumProdOp(CumulativeOp):
 class TopKOp(GraphOp):
     """The `k` largest (smallest when largest = 0) elements along `axis`, in order
     (best first; equal values by increasing position), and their i64 positions."""
+
+    ANCHOR: ClassVar[str | None] = "reduction"
 
     name = "graph.top_k"
     input = operand_def(TensorType)

@@ -15,6 +15,8 @@ unrolling and vectorization are rewrites of one op. Buffers are contiguous row-m
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
@@ -227,6 +229,8 @@ class AllocOp(IRDLOperation):
 @irdl_op_definition
 class ConstantOp(IRDLOperation):
     """A read-only buffer filled with `value` (the weights of @main)."""
+
+    KERNEL_FREE: ClassVar[bool] = True
 
     name = "loop.constant"
     value = prop_def(DenseIntOrFPElementsAttr)

@@ -285,6 +285,8 @@ class QuantizeOp(_QuantOp):
     """q = saturate(round_half_even(x / scale) + zero_point): float x to the
     storage type of `zero_point`."""
 
+    ELEMENTWISE: ClassVar[bool] = True
+
     name = "quant.quantize"
     input = operand_def(TensorType)
     scale = operand_def(TensorType)
@@ -310,6 +312,8 @@ class QuantizeOp(_QuantOp):
 @irdl_op_definition
 class DequantizeOp(_QuantOp):
     """x = (q - zero_point) * scale, in the scale's float type."""
+
+    ELEMENTWISE: ClassVar[bool] = True
 
     name = "quant.dequantize"
     input = operand_def(TensorType)
@@ -342,6 +346,8 @@ class RequantizeOp(_QuantOp):
     accumulator (an integer matmul or conv) to the storage type of `zero_point`;
     `multiplier` is S_in / S_out. The product is computed in f64, exactly as
     ONNX's QLinearMatMul / QLinearConv define it."""
+
+    ELEMENTWISE: ClassVar[bool] = True
 
     name = "quant.requantize"
     input = operand_def(TensorType)

@@ -101,7 +101,7 @@ def lower_function(graph_func: func.FuncOp, taken_names: set[str]) -> list[func.
     for value, out in zip(ret.arguments, ctx.output_args):
         if (
             isinstance(value, OpResult)
-            and not isinstance(value.op, lower_data.NO_KERNEL)
+            and not getattr(value.op, "KERNEL_FREE", False)
             and value not in ctx.direct_outputs
         ):
             ctx.direct_outputs[value] = out

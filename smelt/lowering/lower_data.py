@@ -215,5 +215,3 @@ LOWERINGS: dict[type[Operation], Callable] = {
     graph.PadOp: lower_pad,
 }
 
-# Ops that make no kernel: their results alias another buffer or a constant.
-NO_KERNEL = (graph.ConstantOp, graph.ReshapeOp, graph.IdentityOp, graph.DropoutOp)

@@ -12,29 +12,21 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from smelt.dialects import graph, quant
+from smelt.dialects import graph
 
-# The fusion rules: which ops may join a kernel, and in which role.
-ELEMENTWISE = (
-    graph.UnaryOp, graph.BinaryOp, graph.CastOp, graph.ClipOp, graph.WhereOp,
-    quant.QuantizeOp, quant.DequantizeOp, quant.RequantizeOp,
-)
-# UnaryOp subclasses that reduce
-NOT_ELEMENTWISE = (graph.SoftmaxOp, graph.LogSoftmaxOp, graph.HardmaxOp, graph.LrnOp)
-CONTRACTIONS = (graph.Conv2dOp, graph.MatMulOp, graph.GemmOp)
-REDUCTIONS = (
-    graph.SoftmaxOp, graph.LogSoftmaxOp, graph.HardmaxOp, graph.LayerNormOp,
-    graph.ReduceOp, graph.MaxPoolOp, graph.AveragePoolOp, graph.GlobalAveragePoolOp,
-    graph.LrnOp, graph.ArgReduceOp, graph.CumulativeOp, graph.TopKOp,
-)
+# The fusion rules read each op's facts (graph_base.GraphOp: ELEMENTWISE, ANCHOR).
 
 
 def is_elementwise(op: Operation) -> bool:
-    return isinstance(op, ELEMENTWISE) and not isinstance(op, NOT_ELEMENTWISE)
+    return isinstance(op, graph.GraphOp) and op.ELEMENTWISE
 
 
 def is_anchor(op: Operation) -> bool:
-    return isinstance(op, CONTRACTIONS + REDUCTIONS)
+    return isinstance(op, graph.GraphOp) and op.ANCHOR is not None
+
+
+def is_contraction(op: Operation) -> bool:
+    return isinstance(op, graph.GraphOp) and op.ANCHOR == "contraction"
 
 
 def kind_of(op: Operation) -> str:
@@ -108,7 +100,7 @@ class GraphFusePass(ModulePass):
             if op in taken:
                 continue
             anchor = is_anchor(op) and (
-                isinstance(op, CONTRACTIONS) or self.reductions
+                is_contraction(op) or self.reductions
             )
             if anchor:
                 ops = self.prologue_of(op, taken) + [op]
@@ -162,7 +154,7 @@ class GraphFusePass(ModulePass):
         return _closed_prefix(op, chain)
 
     def prologue_of(self, anchor: Operation, taken: set[Operation]) -> list[Operation]:
-        if not self.prologue or isinstance(anchor, CONTRACTIONS) or not anchor.operands:
+        if not self.prologue or is_contraction(anchor) or not anchor.operands:
             return []
         chain: list[Operation] = []
         value = anchor.operands[0]
