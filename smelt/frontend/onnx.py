@@ -83,7 +83,8 @@ def element_type(onnx_type: int, what: str) -> Attribute:
         np_dtype = helper.tensor_dtype_to_np_dtype(onnx_type)
     except (KeyError, ValueError, TypeError):
         np_dtype = None
-    name = onnx.TensorProto.DataType.Name(onnx_type) if onnx_type else "UNDEFINED"
+    valid = onnx_type in onnx.TensorProto.DataType.values()
+    name = onnx.TensorProto.DataType.Name(onnx_type) if valid else str(onnx_type)
     if np_dtype is None or np_dtype == np.dtype(object):
         raise Unsupported(f"{what}: element type {name} is not supported")
     try:
@@ -380,8 +381,31 @@ class _Importer:
                     f"graph output '{o.name}' is not computed by any node"
                 )
             if v is not _POISON:
+                self._check_output_type(o, v)
                 outputs.append(self.materialize(v))
         return outputs
+
+    def _check_output_type(self, info: onnx.ValueInfoProto, v: Value) -> None:
+        """A graph output declared with one element type and computed with
+        another is refused, as onnxruntime does (an undeclared type is fine)."""
+        declared = info.type.tensor_type.elem_type
+        if not info.type.HasField("tensor_type"):
+            return
+        if not declared:
+            self.errors.append(f"graph output '{info.name}' has no element type")
+            return
+        try:
+            computed = helper.np_dtype_to_tensor_dtype(numpy_type_of(v))
+        except (KeyError, ValueError, TypeError):
+            return
+        if declared == computed:
+            return
+        names = onnx.TensorProto.DataType
+        want = names.Name(declared) if declared in names.values() else str(declared)
+        self.errors.append(
+            f"graph output '{info.name}' is declared {want} but its node computes "
+            f"{names.Name(computed)}"
+        )
 
     def _raise_problems(self) -> None:
         sections = []

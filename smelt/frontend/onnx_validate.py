@@ -29,6 +29,8 @@ WINDOW_OPS = {
 
 def label(node: onnx.NodeProto, index: int) -> str:
     """How messages name a node: its name, or `op_type#index` when it has none."""
+    if not node.op_type:
+        return f"node #{index} (empty op_type)"
     if node.name:
         return f"{node.op_type} '{node.name}'"
     return f"{node.op_type}#{index}"
@@ -40,6 +42,14 @@ def validate(model: onnx.ModelProto) -> None:
     opset = next(
         (o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0
     )
+    if _opset(model) == [] and not 1 <= opset <= defs.onnx_opset_version():
+        problems.append(
+            f"the model imports opset {opset} of the default ONNX domain; this onnx "
+            f"knows opsets 1 to {defs.onnx_opset_version()} (opset_import)"
+        )
+        opset = 0
+    if not model.graph.output:
+        problems.append("the graph declares no outputs (graph.output is empty)")
     known = _element_types(model.graph)
     for index, node in enumerate(model.graph.node):
         where = label(node, index)
@@ -110,15 +120,22 @@ def _against_schema(
     for attr in node.attribute:
         spec = schema.attributes.get(attr.name)
         if spec is None:
-            known = ", ".join(sorted(schema.attributes)) or "none"
+            names = ", ".join(sorted(schema.attributes)) or "none"
             problems.append(
                 f"attribute '{attr.name}' is not one of {node.op_type}'s "
-                f"(opset {opset}: {known})"
+                f"(opset {opset}: {names})"
             )
         elif int(spec.type) != int(attr.type):
             want = onnx.AttributeProto.AttributeType.Name(int(spec.type))
             got = onnx.AttributeProto.AttributeType.Name(int(attr.type))
             problems.append(f"attribute '{attr.name}' must be {want}, not {got}")
+    for what, count, low, high in (
+        ("inputs", len(node.input), schema.min_input, schema.max_input),
+        ("outputs", len(node.output), schema.min_output, schema.max_output),
+    ):
+        if not low <= count <= high:
+            allowed = f"{low} to {high}" if high < 2**31 - 1 else f"at least {low}"
+            problems.append(f"it has {count} {what}; opset {opset} allows {allowed}")
     bound: dict[str, dict[str, int]] = {}  # type parameter → input → element type
     for position, name in enumerate(node.input):
         if not schema.inputs:
