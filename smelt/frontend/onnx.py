@@ -10,6 +10,7 @@ constants is evaluated at import with the reference executor.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -284,12 +285,22 @@ class _Importer:
             return None
         shape, ok = [], True
         for i, d in enumerate(dims):
-            if d.HasField("dim_value"):
+            if d.HasField("dim_value") and d.dim_value < 0:
+                self.errors.append(f"{what} dim {i} is {d.dim_value}: dims are >= 0")
+                ok = False
+                continue
+            elif d.HasField("dim_value"):
                 shape.append(d.dim_value)
                 continue
             symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
             self.dynamic.append(f"{what} dim {i} is {symbol}")
             ok = False
+        if ok and math.prod(shape) >= 2**48:
+            self.errors.append(
+                f"{what} has shape {shape}: {math.prod(shape)} elements, more than "
+                "any machine holds"
+            )
+            return None
         return g.tensor(elem, shape) if ok else None
 
     def _node(

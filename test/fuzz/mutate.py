@@ -155,7 +155,7 @@ def attr_type(m, rng):
     new = _pick(rng, ["float", "string", "ints", "int", "tensor", "type_only"])
     if new == "type_only":  # the type field lies about the value held
         attr.type = _pick(rng, [onnx.AttributeProto.INT, onnx.AttributeProto.FLOATS,
-                                onnx.AttributeProto.GRAPH, 99])  # fmt: skip
+                                onnx.AttributeProto.GRAPH, 0])  # fmt: skip
         return f"{node.op_type}.{attr.name}: type field → {attr.type}"
     value = {
         "float": 1.5, "string": "bogus", "ints": [1, 2, 3], "int": 3,
