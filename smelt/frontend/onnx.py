@@ -10,7 +10,6 @@ constants is evaluated at import with the reference executor.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -143,8 +142,19 @@ class NodeContext:
         result_types: Sequence[TensorType] | None = None,
         **attrs: Any,
     ) -> list[Value]:
-        """The results of graph op `cls`: folded when all operands are constants."""
-        return self.importer.emit(cls, operands, result_types, **attrs)
+        """The results of graph op `cls`: folded when all operands are constants.
+        A result shape with a negative dim is refused here, naming the node (an
+        attribute that does not fit its input)."""
+        results = self.importer.emit(cls, operands, result_types, **attrs)
+        for v in results:
+            shape = shape_of(v)
+            if any(d < 0 for d in shape):
+                inputs = ", ".join(str(list(shape_of(x))) for x in operands)
+                raise SmeltError(
+                    f"{self.label}: its result would have shape {list(shape)}; do "
+                    f"its attributes fit its input shapes ({inputs})?"
+                )
+        return results
 
     def reshape(self, v: Value, shape: Sequence[int]) -> Value:
         return self.emit(g.ReshapeOp, [v], [g.tensor(element_type_of(v), shape)])[0]
@@ -295,12 +305,6 @@ class _Importer:
             symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
             self.dynamic.append(f"{what} dim {i} is {symbol}")
             ok = False
-        if ok and math.prod(shape) >= 2**48:
-            self.errors.append(
-                f"{what} has shape {shape}: {math.prod(shape)} elements, more than "
-                "any machine holds"
-            )
-            return None
         return g.tensor(elem, shape) if ok else None
 
     def _node(
