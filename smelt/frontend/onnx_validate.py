@@ -42,9 +42,10 @@ def label(node: onnx.NodeProto, index: int) -> str:
     """How messages name a node: its name, or `op_type#index` when it has none."""
     if not node.op_type:
         return f"node #{index} (empty op_type)"
+    op = node.op_type if node.op_type.isprintable() else repr(node.op_type)
     if node.name:
-        return f"{node.op_type} '{node.name}'"
-    return f"{node.op_type}#{index}"
+        return f"{op} '{node.name}'"
+    return f"{op}#{index}"
 
 
 def validate(model: onnx.ModelProto) -> None:

@@ -259,8 +259,8 @@ def initializer(m, rng):
         init.data_location = T.EXTERNAL
         del init.external_data[:]
         entry = init.external_data.add()
-        entry.key, entry.value = "location", _pick(rng, ["../../etc/passwd", "/dev/zero",
-                                                          "missing.bin"])  # fmt: skip
+        entry.key = "location"
+        entry.value = _pick(rng, ["../../etc/passwd", "/dev/zero", "missing.bin"])
     else:
         dup = m.graph.initializer.add()
         dup.CopyFrom(init)
@@ -380,7 +380,8 @@ def mutate_feeds(feeds: dict, rng: np.random.Generator) -> tuple[str, object, st
     elif kind == "indices" and value.dtype.kind in "iu":
         flat = value.reshape(-1)
         if flat.size:
-            flat[int(rng.integers(flat.size))] = _pick(rng, [10**6, -(10**6), -1, 6, -7])
+            odd = _pick(rng, [10**6, -(10**6), -1, 6, -7])
+            flat[int(rng.integers(flat.size))] = odd
     else:
         kind = "plain"
     return kind, feeds, ""

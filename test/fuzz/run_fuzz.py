@@ -183,7 +183,8 @@ def run_case(case, stage=lambda s: None) -> dict:
         result.update(outcome="accepted-bad-input", message=ort_result)
     else:
         diff = _differs(got, ort_result, _nonfinite(feeds))
-        outcome = "nonfinite-differs" if diff.startswith("nonfinite:") else "wrong-answer"
+        odd = diff.startswith("nonfinite:")
+        outcome = "nonfinite-differs" if odd else "wrong-answer"
         result.update(outcome=outcome if diff else "ok", message=diff)
     return result
 
@@ -299,7 +300,8 @@ def report(results: list[dict], command: str, seed: int, seconds: float) -> str:
         "|---|" + "---:|" * len(shown),
     ]  # fmt: skip
     for kind in sorted(kinds):
-        lines.append(f"| {kind} | " + " | ".join(str(kinds[kind][o]) for o in shown) + " |")
+        counts = " | ".join(str(kinds[kind][o]) for o in shown)
+        lines.append(f"| {kind} | {counts} |")
     refused_ort_ok = sum(
         1 for r in results if r["outcome"].startswith("refused") and r["ort"] == "ok"
     ) if results and all("ort" in r for r in results) else None
@@ -314,7 +316,8 @@ def report(results: list[dict], command: str, seed: int, seconds: float) -> str:
         for r in bad[:40]:
             where = f" at {r['site']}" if r.get("site") else ""
             lines.append(
-                f"- case {r['index']} ({r['seed']}, {r['kind']}: {r['detail']}){where}: "
+                f"- case {r['index']} ({r['seed']}, {r['kind']}: {r['detail']})"
+                f"{where}: "
                 f"{r.get('message', '')[:200]}"
             )
     lines += ["", f"Replay one case: `python test/fuzz/run_fuzz.py --seed {seed} "

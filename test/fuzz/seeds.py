@@ -218,7 +218,8 @@ def _backend_seeds() -> list[Seed]:
             n: numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
             for n, v in zip(names, inputs)
         }
-        seeds.append(Seed(name, case.model, {k: np.asarray(v) for k, v in feeds.items()}))
+        arrays = {k: np.asarray(v) for k, v in feeds.items()}
+        seeds.append(Seed(name, case.model, arrays))
     return seeds
 
 
