@@ -207,6 +207,7 @@ def _against_schema(
             problems.append(f"input {position} ('{formal.name}') has an empty name")
         if name in known:
             bound.setdefault(formal.type_str, {})[name] = known[name]
+            problems += _allowed(schema, formal, position, name, known[name])
     for param, types in bound.items():
         if len(set(types.values())) > 1:
             listed = ", ".join(
@@ -233,3 +234,19 @@ def _exists(op_type: str, version: int) -> bool:
         return defs.get_schema(op_type, version, "").since_version <= version
     except defs.SchemaError:
         return False
+
+
+def _allowed(schema, formal, position: int, name: str, elem: int) -> list[str]:
+    """The element type of input `name` against the schema's type constraint."""
+    constraints = {c.type_param_str: c for c in schema.type_constraints}
+    constraint = constraints.get(formal.type_str)
+    allowed = (
+        set(constraint.allowed_type_strs) if constraint else {formal.type_str}
+    )
+    given = f"tensor({onnx.TensorProto.DataType.Name(elem).lower()})"
+    if given in allowed or not any(a.startswith("tensor(") for a in allowed):
+        return []
+    return [
+        f"input {position} ('{formal.name}') is '{name}' of type {given}; "
+        f"{schema.name} takes {', '.join(sorted(allowed))}"
+    ]
