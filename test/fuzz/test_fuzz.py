@@ -12,7 +12,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from run_fuzz import FAILURES, fuzz, report  # noqa: E402
+from mutate import make_case  # noqa: E402
+from run_fuzz import FAILURES, fuzz, report, run_batch  # noqa: E402
 
 SEED = 1234  # run_fuzz.py's default seed (20250) is kept for the on-demand runs
 CASES = 200
@@ -39,3 +40,11 @@ def test_the_fuzzer_reaches_the_compiler(results):
     """Mutants that still compile and run must exist, or the fuzzer tests only the
     loader."""
     assert sum(r["outcome"] == "ok" for r in results) >= CASES // 10
+
+
+def test_a_segfault_or_hang_costs_only_its_case():
+    cases = [make_case(SEED, i) for i in range(4)]
+    cases[1].kind, cases[2].kind = "selftest-segfault", "selftest-hang"
+    outcomes = [r["outcome"] for r in run_batch(cases, timeout=5.0, mem_gb=6.0)]
+    assert outcomes[1:3] == ["segfault", "hang"]
+    assert all(o not in FAILURES for o in (outcomes[0], outcomes[3]))
