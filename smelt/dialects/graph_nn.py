@@ -158,6 +158,8 @@ class BatchNormOp(GraphOp):
 
     @classmethod
     def infer(cls, types, attrs):
+        if len(shape_of(types[0])) < 2:
+            raise VerifyException("batch_norm needs an input of rank >= 2 (N, C…)")
         c = shape_of(types[0])[1]
         if any(shape_of(t) != (c,) for t in types[1:]):
             raise VerifyException(f"batch_norm parameters must have shape ({c},)")

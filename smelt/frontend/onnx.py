@@ -83,7 +83,8 @@ def element_type(onnx_type: int, what: str) -> Attribute:
         np_dtype = helper.tensor_dtype_to_np_dtype(onnx_type)
     except (KeyError, ValueError, TypeError):
         np_dtype = None
-    name = onnx.TensorProto.DataType.Name(onnx_type) if onnx_type else "UNDEFINED"
+    valid = onnx_type in onnx.TensorProto.DataType.values()
+    name = onnx.TensorProto.DataType.Name(onnx_type) if valid else str(onnx_type)
     if np_dtype is None or np_dtype == np.dtype(object):
         raise Unsupported(f"{what}: element type {name} is not supported")
     try:
@@ -141,8 +142,19 @@ class NodeContext:
         result_types: Sequence[TensorType] | None = None,
         **attrs: Any,
     ) -> list[Value]:
-        """The results of graph op `cls`: folded when all operands are constants."""
-        return self.importer.emit(cls, operands, result_types, **attrs)
+        """The results of graph op `cls`: folded when all operands are constants.
+        A result shape with a negative dim is refused here, naming the node (an
+        attribute that does not fit its input)."""
+        results = self.importer.emit(cls, operands, result_types, **attrs)
+        for v in results:
+            shape = shape_of(v)
+            if any(d < 0 for d in shape):
+                inputs = ", ".join(str(list(shape_of(x))) for x in operands)
+                raise SmeltError(
+                    f"{self.label}: its result would have shape {list(shape)}; do "
+                    f"its attributes fit its input shapes ({inputs})?"
+                )
+        return results
 
     def reshape(self, v: Value, shape: Sequence[int]) -> Value:
         return self.emit(g.ReshapeOp, [v], [g.tensor(element_type_of(v), shape)])[0]
@@ -283,7 +295,11 @@ class _Importer:
             return None
         shape, ok = [], True
         for i, d in enumerate(dims):
-            if d.HasField("dim_value"):
+            if d.HasField("dim_value") and d.dim_value < 0:
+                self.errors.append(f"{what} dim {i} is {d.dim_value}: dims are >= 0")
+                ok = False
+                continue
+            elif d.HasField("dim_value"):
                 shape.append(d.dim_value)
                 continue
             symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
@@ -380,8 +396,31 @@ class _Importer:
                     f"graph output '{o.name}' is not computed by any node"
                 )
             if v is not _POISON:
+                self._check_output_type(o, v)
                 outputs.append(self.materialize(v))
         return outputs
+
+    def _check_output_type(self, info: onnx.ValueInfoProto, v: Value) -> None:
+        """A graph output declared with one element type and computed with
+        another is refused, as onnxruntime does (an undeclared type is fine)."""
+        declared = info.type.tensor_type.elem_type
+        if not info.type.HasField("tensor_type"):
+            return
+        if not declared:
+            self.errors.append(f"graph output '{info.name}' has no element type")
+            return
+        try:
+            computed = helper.np_dtype_to_tensor_dtype(numpy_type_of(v))
+        except (KeyError, ValueError, TypeError):
+            return
+        if declared == computed:
+            return
+        names = onnx.TensorProto.DataType
+        want = names.Name(declared) if declared in names.values() else str(declared)
+        self.errors.append(
+            f"graph output '{info.name}' is declared {want} but its node computes "
+            f"{names.Name(computed)}"
+        )
 
     def _raise_problems(self) -> None:
         sections = []

@@ -170,6 +170,8 @@ def _slice(ctx: NodeContext) -> list[Value]:
 @handles("Gather")
 def _gather(ctx: NodeContext) -> list[Value]:
     x, indices = ctx.inputs[:2]
+    if not shape_of(x):
+        raise SmeltError(f"{ctx.label}: gathers from a scalar; data needs rank >= 1")
     axis = axis_of(ctx, ctx.attr("axis", 0), len(shape_of(x)))
     return ctx.emit(g.GatherOp, [x, indices], axis=axis)
 

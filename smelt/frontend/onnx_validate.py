@@ -2,11 +2,14 @@
 smelt refuses too, with every problem named at once (instead of answering with
 the last of two definitions, ignoring an attribute, or failing deep in a pass).
 
+* names are valid UTF-8;
 * every value is defined once (graph inputs, initializers, node outputs); an
   initializer may share a graph input's name (its default value, as in ONNX);
-* the model imports an opset for the default domain;
-* each node's attributes exist in its op's schema, with the schema's type;
-  required inputs are not empty;
+* the model imports an opset of the default domain that onnx knows, its
+  ir_version is not newer than onnx's, and the graph has outputs;
+* each node's op exists at the model's opset; its attributes exist in the op's
+  schema, with the schema's type, required ones present, 0/1 flags 0 or 1; its
+  input and output counts fit the schema; required inputs are not empty;
 * inputs that the schema binds to one type parameter have one element type, where
   the types are known (graph inputs, initializers, value_info);
 * windows (Conv, pools): pads not negative, strides, dilations and kernel sizes
@@ -21,6 +24,14 @@ from onnx import defs
 from smelt.errors import SmeltError
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+# INT attributes that ONNX defines as 0 or 1 (onnxruntime reads other values its
+# own way: keepdims=-1 keeps no dims there, smelt would keep them)
+FLAGS = {
+    "keepdims", "noop_with_empty_axes", "transA", "transB", "ceil_mode",
+    "count_include_pad", "select_last_index", "exclusive", "reverse", "largest",
+    "sorted", "storage_order", "detect_negative", "detect_positive", "allowzero",
+    "upper",
+}  # fmt: skip
 WINDOW_OPS = {
     "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "ConvInteger",
     "QLinearConv", "MaxUnpool",
@@ -29,17 +40,36 @@ WINDOW_OPS = {
 
 def label(node: onnx.NodeProto, index: int) -> str:
     """How messages name a node: its name, or `op_type#index` when it has none."""
+    if not node.op_type:
+        return f"node #{index} (empty op_type)"
+    op = node.op_type if node.op_type.isprintable() else repr(node.op_type)
     if node.name:
-        return f"{node.op_type} '{node.name}'"
-    return f"{node.op_type}#{index}"
+        return f"{op} '{node.name}'"
+    return f"{op}#{index}"
 
 
 def validate(model: onnx.ModelProto) -> None:
     """Raises one SmeltError listing every structural problem of `model`."""
+    problems = _text(model)
+    if problems:  # what follows reads names as text
+        _raise(problems)
     problems = _opset(model) + _definitions(model.graph)
     opset = next(
         (o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0
     )
+    if _opset(model) == [] and not 1 <= opset <= defs.onnx_opset_version():
+        problems.append(
+            f"the model imports opset {opset} of the default ONNX domain; this onnx "
+            f"knows opsets 1 to {defs.onnx_opset_version()} (opset_import)"
+        )
+        opset = 0
+    if model.ir_version > onnx.IR_VERSION:
+        problems.append(
+            f"ir_version {model.ir_version} is newer than this onnx reads "
+            f"(up to {onnx.IR_VERSION})"
+        )
+    if not model.graph.output:
+        problems.append("the graph declares no outputs (graph.output is empty)")
     known = _element_types(model.graph)
     for index, node in enumerate(model.graph.node):
         where = label(node, index)
@@ -48,11 +78,35 @@ def validate(model: onnx.ModelProto) -> None:
         if node.op_type in WINDOW_OPS:
             problems += [f"{where}: {p}" for p in _window(node)]
     if problems:
-        lines = "\n".join(f"  - {p}" for p in problems)
-        raise SmeltError(
-            f"the model is not valid ONNX ({len(problems)} problem"
-            f"{'s' if len(problems) > 1 else ''}; onnxruntime refuses it too):\n{lines}"
-        )
+        _raise(problems)
+
+
+def _raise(problems: list[str]) -> None:
+    lines = "\n".join(f"  - {p}" for p in problems)
+    raise SmeltError(
+        f"the model is not valid ONNX ({len(problems)} problem"
+        f"{'s' if len(problems) > 1 else ''}; onnxruntime refuses it too):\n{lines}"
+    )
+
+
+def _text(model: onnx.ModelProto) -> list[str]:
+    """Names that are not valid UTF-8 (protobuf hands them over as bytes)."""
+    graph = model.graph
+    problems = []
+    for index, node in enumerate(graph.node):
+        fields = [node.op_type, node.name, node.domain, *node.input, *node.output]
+        fields += [a.name for a in node.attribute]
+        if any(isinstance(f, bytes) for f in fields):
+            op = node.op_type if isinstance(node.op_type, str) else "?"
+            problems.append(f"node #{index} ({op}): a name is not valid UTF-8")
+    values = [*graph.input, *graph.output, *graph.initializer, *graph.value_info]
+    for value in values:
+        if isinstance(value.name, bytes):
+            problems.append(f"tensor name {value.name!r} is not valid UTF-8")
+    for o in model.opset_import:
+        if isinstance(o.domain, bytes):
+            problems.append(f"opset_import domain {o.domain!r} is not valid UTF-8")
+    return problems
 
 
 def _opset(model: onnx.ModelProto) -> list[str]:
@@ -105,20 +159,40 @@ def _against_schema(
     try:
         schema = defs.get_schema(node.op_type, opset, "")
     except defs.SchemaError:
-        return []  # an unknown op: the importer names it with the unsupported ones
+        if not defs.has(node.op_type):
+            return []  # an unknown op: the importer names it with the unsupported
+        since = defs.get_schema(node.op_type).since_version
+        first = min(
+            (v for v in range(1, since + 1) if _exists(node.op_type, v)), default=since
+        )
+        return [f"{node.op_type} does not exist in opset {opset} (it came in opset "
+                f"{first})"]  # fmt: skip
     problems = []
+    given = {a.name for a in node.attribute}
+    for name, spec in sorted(schema.attributes.items()):
+        if spec.required and name not in given:
+            problems.append(f"required attribute '{name}' is missing")
     for attr in node.attribute:
         spec = schema.attributes.get(attr.name)
         if spec is None:
-            known = ", ".join(sorted(schema.attributes)) or "none"
+            names = ", ".join(sorted(schema.attributes)) or "none"
             problems.append(
                 f"attribute '{attr.name}' is not one of {node.op_type}'s "
-                f"(opset {opset}: {known})"
+                f"(opset {opset}: {names})"
             )
         elif int(spec.type) != int(attr.type):
             want = onnx.AttributeProto.AttributeType.Name(int(spec.type))
             got = onnx.AttributeProto.AttributeType.Name(int(attr.type))
             problems.append(f"attribute '{attr.name}' must be {want}, not {got}")
+        elif attr.name in FLAGS and attr.type == attr.INT and attr.i not in (0, 1):
+            problems.append(f"attribute '{attr.name}' is {attr.i}; it must be 0 or 1")
+    for what, count, low, high in (
+        ("inputs", len(node.input), schema.min_input, schema.max_input),
+        ("outputs", len(node.output), schema.min_output, schema.max_output),
+    ):
+        if not low <= count <= high:
+            allowed = f"{low} to {high}" if high < 2**31 - 1 else f"at least {low}"
+            problems.append(f"it has {count} {what}; opset {opset} allows {allowed}")
     bound: dict[str, dict[str, int]] = {}  # type parameter → input → element type
     for position, name in enumerate(node.input):
         if not schema.inputs:
@@ -129,8 +203,11 @@ def _against_schema(
             problems.append(
                 f"input {position} ('{formal.name}') is required but given no value"
             )
+        elif not name and formal.option == defs.OpSchema.FormalParameterOption.Variadic:
+            problems.append(f"input {position} ('{formal.name}') has an empty name")
         if name in known:
             bound.setdefault(formal.type_str, {})[name] = known[name]
+            problems += _allowed(schema, formal, position, name, known[name])
     for param, types in bound.items():
         if len(set(types.values())) > 1:
             listed = ", ".join(
@@ -150,3 +227,26 @@ def _window(node: onnx.NodeProto) -> list[str]:
         if any(v <= 0 for v in attrs.get(key, [])):
             problems.append(f"{key} {attrs[key]} must be positive")
     return problems
+
+
+def _exists(op_type: str, version: int) -> bool:
+    try:
+        return defs.get_schema(op_type, version, "").since_version <= version
+    except defs.SchemaError:
+        return False
+
+
+def _allowed(schema, formal, position: int, name: str, elem: int) -> list[str]:
+    """The element type of input `name` against the schema's type constraint."""
+    constraints = {c.type_param_str: c for c in schema.type_constraints}
+    constraint = constraints.get(formal.type_str)
+    allowed = (
+        set(constraint.allowed_type_strs) if constraint else {formal.type_str}
+    )
+    given = f"tensor({onnx.TensorProto.DataType.Name(elem).lower()})"
+    if given in allowed or not any(a.startswith("tensor(") for a in allowed):
+        return []
+    return [
+        f"input {position} ('{formal.name}') is '{name}' of type {given}; "
+        f"{schema.name} takes {', '.join(sorted(allowed))}"
+    ]

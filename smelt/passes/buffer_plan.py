@@ -12,6 +12,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.dialects import dtypes, loop
+from smelt.errors import SmeltError
 
 ALIGN = 64
 INPLACE_ATTR = "loop.elementwise"  # kernels whose output may overwrite a dying input
@@ -193,6 +194,13 @@ class BufferPlanPass(ModulePass):
                 arena = max(arena, _align(nbytes(a.result.type)))
         bound = lower_bound(buffers, len(calls))
         naive = sum(b.size for b in buffers)
+        if naive >= 2**63:
+            largest = max(buffers, key=lambda b: b.size)
+            raise SmeltError(
+                f"@{main.sym_name.data}'s temporary buffers need {naive} bytes, more "
+                f"than 64-bit offsets address (the largest: "
+                f"{largest.alloc.result.type}); use smaller input shapes"
+            )
         for key, value in (("arena_bytes", arena), ("arena_lower_bound", bound),
                            ("naive_bytes", naive)):
             main.attributes[f"smelt.{key}"] = IntegerAttr(value, 64)

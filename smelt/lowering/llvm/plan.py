@@ -97,10 +97,22 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
     need = arena + weights + io
     if not limit or need <= limit:
         return
+    names = [
+        f"'{a.data}' "
+        for key in ("smelt.input_names", "smelt.output_names")
+        for a in getattr(main.attributes.get(key), "data", ())
+    ]
+    args = list(main.body.block.args)
+    if len(names) != len(args):
+        names = [""] * len(args)
     sizes = [
-        (buffer_info(v.type).nbytes, str(v.type))
-        for v in [*main.body.block.args]
-        + [op.result for op in main.body.walk() if isinstance(op, AllocOp | ConstantOp)]
+        (buffer_info(v.type).nbytes, f"{name}{v.type}")
+        for name, v in zip(names, args)
+    ] + [
+        (buffer_info(v.type).nbytes, f"a temporary {v.type}")
+        for v in [
+            op.result for op in main.body.walk() if isinstance(op, AllocOp | ConstantOp)
+        ]
     ]
     top = sorted(sizes)[-3:][::-1]
     largest = ", ".join(f"{t} ({n / 2**30:.1f} GiB)" for n, t in top)

@@ -1,0 +1,50 @@
+"""A fast, seeded fuzz run: 200 malformed models and bad inputs (test/fuzz/mutate.py)
+go through smelt.compile and CompiledModel.run in worker processes; none may
+crash (a bare traceback), hang, kill its worker or answer differently from
+onnxruntime. `python test/fuzz/run_fuzz.py` runs thousands on demand."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from mutate import make_case  # noqa: E402
+from run_fuzz import FAILURES, fuzz, report, run_batch  # noqa: E402
+
+SEED = 1234  # run_fuzz.py's default seed (20250) is kept for the on-demand runs
+CASES = 200
+
+
+@pytest.fixture(scope="module")
+def results() -> list[dict]:
+    return fuzz(CASES, SEED, timeout=30.0, batch=CASES)
+
+
+@pytest.mark.parametrize("outcome", FAILURES)
+def test_no_failures(results, outcome):
+    bad = [r for r in results if r["outcome"] == outcome]
+    summary = report(bad, "test_fuzz", SEED, 0.0) if bad else ""
+    assert not bad, f"{len(bad)} {outcome} case(s):\n{summary}"
+
+
+def test_every_case_classified(results):
+    assert len(results) == CASES
+    assert sorted(r["index"] for r in results) == list(range(CASES))
+
+
+def test_the_fuzzer_reaches_the_compiler(results):
+    """Mutants that still compile and run must exist, or the fuzzer tests only the
+    loader."""
+    assert sum(r["outcome"] == "ok" for r in results) >= CASES // 10
+
+
+def test_a_segfault_or_hang_costs_only_its_case():
+    cases = [make_case(SEED, i) for i in range(4)]
+    cases[1].kind, cases[2].kind = "selftest-segfault", "selftest-hang"
+    outcomes = [r["outcome"] for r in run_batch(cases, timeout=5.0, mem_gb=6.0)]
+    assert outcomes[1:3] == ["segfault", "hang"]
+    assert all(o not in FAILURES for o in (outcomes[0], outcomes[3]))
