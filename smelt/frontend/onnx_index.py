@@ -197,8 +197,9 @@ def _size(ctx: NodeContext) -> list[Value]:
 
 def _dynamic(ctx: NodeContext, what: str, folds: bool = True) -> SmeltError:
     return ctx.unsupported(
-        f"the output shape of {ctx.node.op_type} depends on the values of its "
-        f"{what}; {_STATIC}" + (" (it folds when they are constants)" if folds else "")
+        f"{ctx.node.op_type} is not supported here: its output shape depends on the "
+        f"values of its {what}; {_STATIC}"
+        + (" (it folds when they are constants)" if folds else "")
     )
 
 

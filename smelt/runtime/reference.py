@@ -294,7 +294,8 @@ def _where(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 
 
 def lowest(dtype: np.dtype) -> np.generic:
-    if dtype.kind == "f":
+    """The identity of max: -inf, INT_MIN or False (bf16's numpy kind is 'V')."""
+    if dtype.kind == "f" or dtype == dtypes.to_numpy(dtypes.bf16):
         return dtype.type(-np.inf)
     return dtype.type(np.iinfo(dtype).min) if dtype.kind in "iu" else dtype.type(0)
 

@@ -338,3 +338,19 @@ def test_verifier_rejects_what_the_kernels_cannot_run(cls, arrays, attrs, messag
 
     with pytest.raises(VerifyException, match=message):
         _op(cls, arrays, **attrs)
+
+
+def test_bf16_reduce_max_of_negative_values():
+    """max's identity for bf16 (numpy kind 'V') is -inf, not 0."""
+    import ml_dtypes
+    from xdsl.ir import Block
+
+    from smelt.dialects import dtypes
+    from smelt.dialects import graph as g
+    from smelt.runtime.reference import evaluate
+
+    x = np.array([[-np.inf, -3.0], [-np.inf, -np.inf]], ml_dtypes.bfloat16)
+    block = Block(arg_types=[g.tensor(dtypes.bf16, [2, 2])])
+    op = g.ReduceMaxOp.build(block.args, None, axes=[1], keepdims=0)
+    (y,) = evaluate(op, [x])
+    assert y.astype(np.float32).tolist() == [-3.0, -np.inf]
