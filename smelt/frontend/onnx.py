@@ -195,7 +195,7 @@ class _Importer:
         self.used |= {o.name for o in self.graph.output}
 
     def run(self) -> ModuleOp:
-        from smelt.frontend.onnx_ops import HANDLERS
+        from smelt.frontend.handlers import HANDLERS
 
         input_names, input_types = self._inputs()
         for index, node in enumerate(self.graph.node):

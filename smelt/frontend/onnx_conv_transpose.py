@@ -20,7 +20,10 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
-from smelt.frontend.onnx_ops import handles
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 
 def transpose_pads(

@@ -12,7 +12,10 @@ from collections.abc import Sequence
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import NodeContext, Value, shape_of
-from smelt.frontend.onnx_ops import handles
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 # Labels that stand for the dims under an ellipsis (never letters of an equation).
 _ELLIPSIS_LABELS = "0123456789!#$%&*+/:;<=>?@^_|~"

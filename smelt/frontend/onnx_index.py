@@ -2,7 +2,7 @@
 Trilu, OneHot, ReverseSequence (graph_index ops); Tile, DepthToSpace, SpaceToDepth
 (reshapes, expands and transposes); EyeLike, Range, Size (constants); Compress,
 NonZero, Unique (data-dependent shapes: folded when their input is a constant,
-refused otherwise). Registered in `onnx_ops.HANDLERS`.
+refused otherwise). Listed in `frontend/handlers.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, element_type, shape_of
-from smelt.frontend.onnx_ops import axis_of, handles
+from smelt.frontend.onnx_ops import axis_of
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 _STATIC = "smelt compiles static shapes"
 

@@ -1,5 +1,5 @@
 """ONNX handlers of the neural-network ops: convolution, pooling, normalizations and
-contractions (registered in `onnx_ops.HANDLERS`).
+contractions (listed in `frontend/handlers.py`).
 
 Windowed ops get explicit pads (auto_pad resolved), `layout = "nchw"`, and 1-D
 windows are run as 2-D ones of height 1 (reshapes around the 2-D op).
@@ -14,7 +14,11 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
-from smelt.frontend.onnx_ops import axis_of, handles
+from smelt.frontend.onnx_ops import axis_of
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 
 def window_attrs(

@@ -9,7 +9,11 @@ from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
 from smelt.frontend.onnx_nn import _as_2d, _drop_height, _lift, window_attrs
-from smelt.frontend.onnx_ops import axis_of, handles
+from smelt.frontend.onnx_ops import axis_of
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 
 def _float_input(ctx: NodeContext, x: Value) -> np.dtype:

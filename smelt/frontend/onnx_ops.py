@@ -17,6 +17,7 @@ import numpy as np
 
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
+from smelt.registry import Table
 from smelt.frontend.onnx import (
     Const,
     NodeContext,
@@ -29,18 +30,8 @@ from smelt.frontend.onnx import (
 )
 
 Handler = Callable[[NodeContext], list[Value]]
-HANDLERS: dict[str, Handler] = {}
-
-
-def handles(*op_types: str) -> Callable[[Handler], Handler]:
-    """Registers the decorated function as the handler of ONNX `op_types`."""
-
-    def register(fn: Handler) -> Handler:
-        for t in op_types:
-            HANDLERS[t] = fn
-        return fn
-
-    return register
+HANDLERS = Table()  # this module's handlers; `frontend/handlers.py` lists them all
+handles = HANDLERS.register
 
 
 def axis_of(ctx: NodeContext, axis: int, rank: int) -> int:
@@ -325,11 +316,3 @@ def _shape(ctx: NodeContext) -> list[Value]:
     start, end = ctx.attr("start", 0), ctx.attr("end", None)
     return [Const(np.array(shape[start:end], np.int64))]
 
-
-# The other handlers register themselves in HANDLERS when imported.
-from smelt.frontend import onnx_index, onnx_nn, onnx_scan, onnx_shapes  # noqa: F401
-from smelt.frontend import onnx_conv_transpose  # noqa: F401, E402
-from smelt.frontend import onnx_resize  # noqa: F401, E402
-from smelt.frontend import onnx_einsum, onnx_norms  # noqa: F401, E402
-from smelt.frontend import onnx_rnn  # noqa: F401, E402
-from smelt.frontend import onnx_quant  # noqa: F401, E402

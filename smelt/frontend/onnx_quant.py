@@ -1,6 +1,6 @@
 """ONNX handlers of quantization: QuantizeLinear / DequantizeLinear (QDQ format)
 and the QOperator ops MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
-(registered in `onnx_ops.HANDLERS`; DynamicQuantizeLinear is expanded from its
+(listed in `frontend/handlers.py`; DynamicQuantizeLinear is expanded from its
 ONNX function body).
 
 Scales and zero points are reshaped to broadcast to the value (a per-axis [C] on
@@ -29,7 +29,11 @@ from smelt.frontend.onnx import (
     shape_of,
 )
 from smelt.frontend.onnx_nn import conv
-from smelt.frontend.onnx_ops import axis_of, handles
+from smelt.frontend.onnx_ops import axis_of
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 _QUANT_STORAGE = (dtypes.i8, dtypes.ui8, dtypes.i16, dtypes.ui16, dtypes.i32)
 

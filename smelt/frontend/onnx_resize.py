@@ -21,7 +21,11 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
-from smelt.frontend.onnx_ops import axis_of, handles
+from smelt.frontend.onnx_ops import axis_of
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 _MODES = ("nearest", "linear", "cubic")
 _NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")

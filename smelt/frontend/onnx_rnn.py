@@ -17,7 +17,10 @@ from smelt.frontend.onnx import (
     numpy_type_of,
     shape_of,
 )
-from smelt.frontend.onnx_ops import handles
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 # op type -> (graph op, gates, default activations of one direction)
 _CELLS: dict[str, tuple[type[g.RecurrenceOp], int, tuple[str, ...]]] = {

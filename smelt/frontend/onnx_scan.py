@@ -6,7 +6,11 @@ from __future__ import annotations
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import NodeContext, Value, shape_of
-from smelt.frontend.onnx_ops import axis_of, handles
+from smelt.frontend.onnx_ops import axis_of
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 _ARG = {"ArgMax": g.ArgMaxOp, "ArgMin": g.ArgMinOp}
 

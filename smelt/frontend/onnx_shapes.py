@@ -1,5 +1,5 @@
 """ONNX handlers of the data-movement ops: reshapes, transpose, concat, split,
-slice, gather and pad (registered in `onnx_ops.HANDLERS`).
+slice, gather and pad (listed in `frontend/handlers.py`).
 
 Every reshape-like op (Reshape, Flatten, Squeeze, Unsqueeze) becomes `graph.reshape`;
 Slice bounds are normalized; negative pads become a slice before the pad.
@@ -15,7 +15,11 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
-from smelt.frontend.onnx_ops import axes_input, axis_of, handles
+from smelt.frontend.onnx_ops import axes_input, axis_of
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+handles = HANDLERS.register
 
 
 def reshape_target(

@@ -19,27 +19,20 @@ from xdsl.ir import Block, Operation, SSAValue
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
+from smelt.registry import Table
 
 Kernel = Callable[[g.GraphOp, list[np.ndarray]], "np.ndarray | list[np.ndarray]"]
-KERNELS: dict[type[g.GraphOp], Kernel] = {}
-
-
-def kernel(*classes: type[g.GraphOp]) -> Callable[[Kernel], Kernel]:
-    """Registers the decorated function as the kernel of `classes`."""
-
-    def register(fn: Kernel) -> Kernel:
-        for cls in classes:
-            KERNELS[cls] = fn
-        return fn
-
-    return register
+KERNELS = Table()  # this module's kernels; `runtime/kernels.py` lists them all
+kernel = KERNELS.register
 
 
 def evaluate(op: Operation, args: list[np.ndarray]) -> list[np.ndarray]:
     """The results of graph op `op` (a `graph.fused` too) applied to `args`."""
     if isinstance(op, g.FusedOp):
         return run_block(op.body.block, args)
-    fn = KERNELS.get(type(op))  # type: ignore[arg-type]
+    from smelt.runtime.kernels import ALL_KERNELS  # (it imports this module)
+
+    fn = ALL_KERNELS.get(type(op))  # type: ignore[arg-type]
     if fn is None:
         raise SmeltError(f"the reference executor has no kernel for {op.name}")
     nhwc = op.attributes.get("layout") == StringAttr("nhwc")
@@ -432,9 +425,3 @@ def _pad(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     )
     return np.ascontiguousarray(y[crop])
 
-
-from smelt.runtime import reference_nn  # noqa: F401  (registers nn kernels)
-from smelt.runtime import reference_scan  # noqa: F401  (registers scan kernels)
-from smelt.runtime import reference_index  # noqa: F401  (registers index kernels)
-from smelt.runtime import reference_rnn  # noqa: F401  (registers recurrent kernels)
-from smelt.runtime import reference_quant  # noqa: F401, E402  (quant kernels)

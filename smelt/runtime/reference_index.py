@@ -12,7 +12,10 @@ import numpy as np
 
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
-from smelt.runtime.reference import kernel
+from smelt.registry import Table
+
+KERNELS = Table()  # listed in runtime/kernels.py
+kernel = KERNELS.register
 
 _UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 

@@ -1,5 +1,5 @@
 """Reference kernels of the graph dialect's neural-network ops: normalizations,
-convolution, pooling and contractions (registered in `reference.KERNELS`).
+convolution, pooling and contractions (listed in `runtime/kernels.py`).
 
 Convolution is im2col (a strided window view, one copy) and a batched matmul per
 group; pools reduce a window view; nothing loops in Python per element.
@@ -14,7 +14,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
-from smelt.runtime.reference import kernel, lowest, result_shape
+from smelt.runtime.reference import lowest, result_shape
+from smelt.registry import Table
+
+KERNELS = Table()  # listed in runtime/kernels.py
+kernel = KERNELS.register
 
 # --- normalizations ------------------------------------------------------------
 

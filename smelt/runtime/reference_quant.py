@@ -7,7 +7,10 @@ import numpy as np
 
 from smelt.dialects import dtypes
 from smelt.dialects import quant as q
-from smelt.runtime.reference import kernel
+from smelt.registry import Table
+
+KERNELS = Table()  # listed in runtime/kernels.py
+kernel = KERNELS.register
 
 
 def saturate(values: np.ndarray, storage: np.dtype) -> np.ndarray:

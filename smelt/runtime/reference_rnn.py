@@ -8,7 +8,11 @@ from collections.abc import Callable
 import numpy as np
 
 from smelt.dialects import graph as g
-from smelt.runtime.reference import kernel, widened
+from smelt.runtime.reference import widened
+from smelt.registry import Table
+
+KERNELS = Table()  # listed in runtime/kernels.py
+kernel = KERNELS.register
 
 Fn = Callable[[np.ndarray], np.ndarray]
 

@@ -1,12 +1,16 @@
 """Reference kernels of the graph dialect's axis sweeps: arg-reductions, cumulative
-sums and products, top-k (registered in `reference.KERNELS`)."""
+sums and products, top-k (listed in `runtime/kernels.py`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from smelt.dialects import graph as g
-from smelt.runtime.reference import kernel, widened
+from smelt.runtime.reference import widened
+from smelt.registry import Table
+
+KERNELS = Table()  # listed in runtime/kernels.py
+kernel = KERNELS.register
 
 
 @kernel(g.ArgMaxOp, g.ArgMinOp)

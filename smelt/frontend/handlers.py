@@ -1,0 +1,34 @@
+"""Every ONNX op handler of the importer, module by module (each module keeps its
+own `HANDLERS` table; an op handled twice is an error at import). Ops without a
+handler are expanded from onnx's function bodies (`onnx_functions`)."""
+
+from __future__ import annotations
+
+from smelt.frontend import (
+    onnx_conv_transpose,
+    onnx_einsum,
+    onnx_index,
+    onnx_nn,
+    onnx_norms,
+    onnx_ops,
+    onnx_quant,
+    onnx_resize,
+    onnx_rnn,
+    onnx_scan,
+    onnx_shapes,
+)
+from smelt.registry import merge
+
+HANDLERS = merge(
+    onnx_ops.HANDLERS,  # elementwise, reductions, constants, casts
+    onnx_shapes.HANDLERS,  # reshape, transpose, concat, split, slice, gather, pad
+    onnx_nn.HANDLERS,  # conv, pools, normalizations, softmax, matmul, gemm
+    onnx_norms.HANDLERS,  # instance / Lp normalization, Lp / global max pools
+    onnx_conv_transpose.HANDLERS,
+    onnx_resize.HANDLERS,  # Resize, Upsample
+    onnx_einsum.HANDLERS,
+    onnx_scan.HANDLERS,  # arg-reductions, cumulative sums, top-k, log-softmax
+    onnx_index.HANDLERS,  # gathers and scatters by index, one-hot, trilu, range
+    onnx_rnn.HANDLERS,  # LSTM, GRU, RNN
+    onnx_quant.HANDLERS,  # QDQ and QOperator ops
+)
