@@ -1,6 +1,13 @@
 """smelt: a multi-level IR research compiler for neural-network inference on xDSL."""
 
-from smelt.errors import SmeltError
+from smelt.errors import (
+    InternalError,
+    InvalidInput,
+    InvalidModel,
+    ResourceLimit,
+    SmeltError,
+    UnsupportedModel,
+)
 
 
 def compile(model, target: str = "cpu", **options):
@@ -10,4 +17,12 @@ def compile(model, target: str = "cpu", **options):
     return _compile(model, target, **options)
 
 
-__all__ = ["SmeltError", "compile"]
+__all__ = [
+    "InternalError",
+    "InvalidInput",
+    "InvalidModel",
+    "ResourceLimit",
+    "SmeltError",
+    "UnsupportedModel",
+    "compile",
+]

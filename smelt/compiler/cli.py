@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from smelt.errors import SmeltError
+from smelt.errors import InternalError, SmeltError, internal_errors
 
 DEFAULT_MODEL = "light_resnet50"
 
@@ -287,14 +287,20 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--no-compile", action="store_true",
                        help="only write the source (with -o)")
     ahead.set_defaults(func=cmd_aot)
+    for command in sub.choices.values():
+        command.add_argument("--debug", action="store_true",
+                             help="print the traceback of an internal error")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with internal_errors(f"smelt {args.command}"):
+            return args.func(args)
     except SmeltError as e:
+        if args.debug and isinstance(e, InternalError):
+            print(e.details, file=sys.stderr, end="")
         print(f"smelt: error: {one_line(e)}", file=sys.stderr)
         return 1
 

@@ -14,7 +14,7 @@ from xdsl.passes import PassPipeline
 
 from smelt.compiler import pipelines
 from smelt.dialects import dtypes
-from smelt.errors import SmeltError
+from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
 from smelt.universe import SMELT_UNIVERSE, make_context
 
@@ -59,8 +59,23 @@ def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
 
 
 def lower(module: ModuleOp, spec: str, callback: Callable | None = None) -> ModuleOp:
-    """Runs pipeline `spec` on `module` in place and returns it."""
-    parse_pipeline(spec, callback).apply(make_context(), module)
+    """Runs pipeline `spec` on `module` in place and returns it; a pass that fails
+    with anything but a SmeltError is named in the InternalError."""
+    running = ["the pipeline"]
+
+    def track(previous, op, following) -> None:
+        running[0] = f"pass {following.name}" if following else "the pipeline"
+        if callback is not None:
+            callback(previous, op, following)
+
+    pipeline = parse_pipeline(spec, track)
+    try:
+        pipeline.apply(make_context(), module)
+    except SmeltError:
+        raise
+    except Exception as e:  # noqa: BLE001 (re-raised as the failed pass's error)
+        with internal_errors(running[0]):
+            raise e
     return module
 
 
@@ -134,21 +149,23 @@ def compile(
         raise SmeltError("profile=True times kernels on the cpu target only")
     times = {}
     t0 = time.perf_counter()
-    module = import_graph(model, options.input_shapes, base_dir)
-    inputs, outputs = io_specs(module)
+    with internal_errors("the ONNX import"):
+        module = import_graph(model, options.input_shapes, base_dir)
+        inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     lower(module, spec)
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if target == "gpu":
-        from smelt.lowering.triton.runtime import compile_to_triton
+    with internal_errors(f"code generation for the {target} target"):
+        if target == "gpu":
+            from smelt.lowering.triton.runtime import compile_to_triton
 
-        program = compile_to_triton(module)
-    else:
-        from smelt.lowering.llvm.jit import compile_to_native
+            program = compile_to_triton(module)
+        else:
+            from smelt.lowering.llvm.jit import compile_to_native
 
-        program = compile_to_native(module, profile=profile)
+            program = compile_to_native(module, profile=profile)
     times["codegen"] = time.perf_counter() - t0
     info = {"pipeline": spec, "target": target, "seconds": times}
     if target == "cpu":

@@ -4,10 +4,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from smelt.errors import SmeltError
+from smelt.errors import InternalError, SmeltError, internal_errors
 from smelt.universe import SMELT_UNIVERSE
 
 
@@ -32,6 +32,11 @@ class SmeltOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--debug",
+            action="store_true",
+            help="print the traceback of an internal error",
+        )
         arg_parser.add_argument(
             "--print-constants",
             action="store_true",
@@ -58,9 +63,21 @@ class SmeltOptMain(xDSLOptMain):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
-        SmeltOptMain(args=argv).run()
-    except (SmeltError, DiagnosticException) as e:
+        try:
+            SmeltOptMain(args=argv).run()
+        except (SmeltError, DiagnosticException, ParseError):
+            raise
+        except Exception as e:  # noqa: BLE001 (a bug: one line, --debug for more)
+            with internal_errors("smelt-opt"):
+                raise e
+    except (DiagnosticException, ParseError) as e:
+        print(f"smelt-opt: error: {e}", file=sys.stderr)
+        return 1
+    except SmeltError as e:
+        if debug and isinstance(e, InternalError):
+            print(e.details, file=sys.stderr, end="")
         print(f"smelt-opt: error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -24,7 +24,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
-from smelt.errors import SmeltError
+from smelt.errors import SmeltError, UnsupportedModel
 from smelt.frontend import onnx_functions
 from smelt.frontend.onnx_load import ModelLike, load_model, tensor_array
 from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, validate
@@ -34,7 +34,7 @@ from smelt.runtime import reference
 MAX_FUNCTION_DEPTH = 16  # nested function bodies; deeper is a recursive definition
 
 
-class Unsupported(SmeltError):
+class Unsupported(UnsupportedModel):
     """A node that uses an op or a feature smelt cannot import."""
 
 
@@ -441,7 +441,8 @@ class _Importer:
             sections.append(f"other errors ({len(self.errors)}):")
             sections += [f"  - {p}" for p in self.errors]
         if sections:
-            raise SmeltError("cannot import the ONNX model:\n" + "\n".join(sections))
+            kind = SmeltError if self.dynamic or self.errors else UnsupportedModel
+            raise kind("cannot import the ONNX model:\n" + "\n".join(sections))
 
 
 def _type_proto(v: Value) -> onnx.TypeProto:

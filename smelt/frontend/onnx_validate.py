@@ -21,7 +21,7 @@ from __future__ import annotations
 import onnx
 from onnx import defs
 
-from smelt.errors import SmeltError
+from smelt.errors import InvalidModel
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # INT attributes that ONNX defines as 0 or 1 (onnxruntime reads other values its
@@ -83,7 +83,7 @@ def validate(model: onnx.ModelProto) -> None:
 
 def _raise(problems: list[str]) -> None:
     lines = "\n".join(f"  - {p}" for p in problems)
-    raise SmeltError(
+    raise InvalidModel(
         f"the model is not valid ONNX ({len(problems)} problem"
         f"{'s' if len(problems) > 1 else ''}; onnxruntime refuses it too):\n{lines}"
     )

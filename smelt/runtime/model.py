@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from smelt.errors import SmeltError
+from smelt.errors import InvalidInput, SmeltError, internal_errors
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class CompiledModel:
         """The feeds as contiguous arrays in input order, or a SmeltError that says
         which input is wrong and what was expected."""
         if not isinstance(feeds, dict):
-            raise SmeltError("inputs must be a dict {input name: numpy array}")
+            raise InvalidInput("inputs must be a dict {input name: numpy array}")
         unknown = sorted(set(feeds) - set(self.input_names))
         missing = [n for n in self.input_names if n not in feeds]
         problems = []
@@ -88,7 +88,7 @@ class CompiledModel:
             arrays.append(np.require(value, requirements="C"))
         if problems:
             expected = ", ".join(s.describe() for s in self.inputs)
-            raise SmeltError("; ".join(problems) + f" (the model takes {expected})")
+            raise InvalidInput("; ".join(problems) + f" (the model takes {expected})")
         return arrays
 
     def check_outputs(self, outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -114,7 +114,7 @@ class CompiledModel:
                 problems.append(f"output '{spec.name}' must be C-contiguous, writable")
             arrays.append(array)
         if problems:
-            raise SmeltError("; ".join(problems))
+            raise InvalidInput("; ".join(problems))
         return arrays
 
     def _result_arrays(self) -> list[np.ndarray]:
@@ -147,7 +147,8 @@ class CompiledModel:
             results = self._result_arrays()
         else:
             results = self.check_outputs(outputs)
-        self.program.run(arrays + results)
+        with internal_errors("the run"):
+            self.program.run(arrays + results)
         return dict(zip(self.output_names, results))
 
     def profile(self, reset: bool = True) -> list[tuple[str, int, float]]:

@@ -10,7 +10,7 @@ from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
 from smelt.dialects.loop import AllocOp, ConstantOp
-from smelt.errors import SmeltError
+from smelt.errors import ResourceLimit
 from smelt.lowering.llvm.types import buffer_info
 
 ALIGN = 64
@@ -53,7 +53,7 @@ def plan_memory(main: func.FuncOp) -> MemoryPlan:
         if op.offset is not None:
             offset = op.offset.data
             if offset < 0 or offset % buffer_info(op.result.type).element_bytes:
-                raise SmeltError(
+                raise ResourceLimit(
                     f"loop.alloc offset {offset} is negative or misaligned"
                 )
             arena_offsets[op.result] = offset
@@ -116,7 +116,7 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
     ]
     top = sorted(sizes)[-3:][::-1]
     largest = ", ".join(f"{t} ({n / 2**30:.1f} GiB)" for n, t in top)
-    raise SmeltError(
+    raise ResourceLimit(
         f"the model needs {need / 2**30:.1f} GiB (arena {arena / 2**30:.1f}, weights "
         f"{weights / 2**30:.1f}, inputs and outputs {io / 2**30:.1f}), more than this "
         f"machine's {limit / 2**30:.1f} GiB; its largest buffers: {largest}; use "
@@ -132,6 +132,6 @@ def _constant_bytes(op: ConstantOp) -> np.ndarray:
         return data
     if data.size == info.element_bytes:  # a splat stored once
         return np.tile(data, info.numel)
-    raise SmeltError(
+    raise ResourceLimit(
         f"loop.constant holds {data.size} bytes but {op.result.type} needs {info.nbytes}"
     )

@@ -1,0 +1,68 @@
+"""The API boundary: each kind of problem has its SmeltError subclass, and a bug
+inside smelt comes out as one InternalError naming the stage, never a traceback."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import smelt
+from smelt.compiler import cli
+from smelt.passes.graph_fuse import GraphFusePass
+
+
+def _model(op="Relu", **attrs):
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _broken_fuse(self, ctx, module):
+    raise ZeroDivisionError("a bug")
+
+
+def test_a_failing_pass_is_an_internal_error_naming_it(monkeypatch):
+    monkeypatch.setattr(GraphFusePass, "apply", _broken_fuse)
+    with pytest.raises(smelt.InternalError, match="in pass graph-fuse: Zero") as e:
+        smelt.compile(_model(), "cpu")
+    assert "please report" in str(e.value) and "ZeroDivisionError" in e.value.details
+
+
+def test_the_cli_prints_one_line_and_the_traceback_only_with_debug(
+    monkeypatch, tmp_path, capsys
+):
+    monkeypatch.setattr(GraphFusePass, "apply", _broken_fuse)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_model().SerializeToString())
+    assert cli.main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("smelt: error: internal error")
+    assert cli.main(["run", str(path), "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.splitlines()[-1].startswith("smelt: error:")
+
+
+def test_a_failing_run_is_an_internal_error(monkeypatch):
+    model = smelt.compile(_model(), "cpu")
+
+    def broken(arrays):
+        raise KeyError("lost")
+
+    monkeypatch.setattr(model.program, "run", broken)
+    with pytest.raises(smelt.InternalError, match="internal error in the run"):
+        model.run({"x": np.zeros((2, 3), np.float32)})
+
+
+def test_error_kinds():
+    with pytest.raises(smelt.UnsupportedModel):
+        smelt.compile(_model("DFT"), "cpu")
+    with pytest.raises(smelt.InvalidModel):
+        smelt.compile(_model("Relu", bogus=1), "cpu")
+    model = smelt.compile(_model(), "cpu")
+    with pytest.raises(smelt.InvalidInput):
+        model.run({"x": np.zeros((2, 3), np.int32)})
+    with pytest.raises(smelt.InvalidInput):
+        model.run({"y": np.zeros((2, 3), np.float32)})
