@@ -5,6 +5,7 @@ SmeltError."""
 from __future__ import annotations
 
 import os
+import stat
 
 import numpy as np
 import onnx
@@ -57,6 +58,37 @@ def load_model(
     return proto
 
 
+def _check_location(base_dir, tensor: onnx.TensorProto, what: str) -> None:
+    """Refuses an external-data location that is absolute, leaves `base_dir`, goes
+    through a symbolic link (file or folder), or names anything but a regular file
+    with one name (a FIFO would block, a device never ends, a hard link's other
+    names may lie anywhere)."""
+    entries = {e.key: e.value for e in tensor.external_data}
+    location = entries.get("location", "")
+    refuse = f"{what}: tensor '{tensor.name}' keeps its data at '{location}', "
+    if not location or os.path.isabs(location):
+        raise SmeltError(refuse + "which is not a path inside the model's folder")
+    root = os.path.realpath(base_dir)
+    path = root
+    for part in os.path.normpath(location).split(os.sep):
+        path = os.path.join(path, part)
+        if part == ".." or os.path.islink(path):
+            raise SmeltError(
+                refuse + "which leaves the model's folder or goes through a link"
+            )
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError as e:
+        raise SmeltError(refuse + f"which cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SmeltError(refuse + "which is not a regular file")
+    if info.st_nlink > 1:
+        raise SmeltError(
+            refuse + f"which is a hard link ({info.st_nlink} names); copy the data "
+            "into a file of its own"
+        )
+
+
 def _tensors(graph: onnx.GraphProto):
     """Every TensorProto of `graph`: initializers and node attributes, subgraphs
     included."""
@@ -85,6 +117,9 @@ def _with_external_data(
         )
     if not os.path.isdir(base_dir):
         raise SmeltError(f"{what}: base_dir '{base_dir}' is not a folder")
+    for tensor in _tensors(proto.graph):
+        if external_data_helper.uses_external_data(tensor):
+            _check_location(base_dir, tensor, what)
     if isinstance(model, onnx.ModelProto):
         copy = onnx.ModelProto()
         copy.CopyFrom(proto)
