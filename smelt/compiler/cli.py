@@ -109,6 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     model = smelt.compile(
         path, args.target, input_shapes=shapes, level=args.level,
         threads=args.threads, profile=args.profile, cpu=args.cpu,
+        check_model=not args.no_check_model,
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
@@ -261,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.add_argument("--tolerance", type=float, default=1e-4)
+    run.add_argument("--no-check-model", action="store_true",
+                     help="skip onnx's full checker (it refuses a few valid models)")
     run.add_argument("--profile", type=non_negative, default=0, metavar="RUNS",
                      help="time every kernel over RUNS more runs (cpu)")
     run.set_defaults(func=cmd_run)

@@ -31,6 +31,7 @@ class CompileOptions:
     threads: int = 1  # worker threads of the CPU presets (loop-parallelize)
     cpu: str = "host"  # the CPU to compile for (cpu target): see CpuSpec.parse
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    check_model: bool = True  # onnx's full checker before import
 
     def resolved_pipeline(self) -> str:
         if self.pipeline is not None:
@@ -41,14 +42,17 @@ class CompileOptions:
 
 
 def import_graph(
-    model: ModelLike, input_shapes: dict | None = None, base_dir: str | None = None
+    model: ModelLike,
+    input_shapes: dict | None = None,
+    base_dir: str | None = None,
+    check_model: bool = True,
 ) -> ModuleOp:
     """The graph-level module of `model` (a path, bytes, ModelProto or module)."""
     if isinstance(model, ModuleOp):
         return model
     from smelt.frontend.onnx import import_model
 
-    return import_model(model, input_shapes or {}, base_dir)
+    return import_model(model, input_shapes or {}, base_dir, check_model)
 
 
 def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
@@ -124,6 +128,7 @@ def compile(
     input_shapes: dict[str, Sequence[int]] | None = None,
     profile: bool = False,
     base_dir: str | os.PathLike | None = None,
+    check_model: bool = True,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
@@ -131,7 +136,9 @@ def compile(
     feature edits ("x86-64-v3", "znver5,-avx512f"; code for a CPU this one does
     not cover compiles but refuses to run); `profile` (cpu) times every kernel
     call: `CompiledModel.profile()`; `base_dir` is the folder of the external
-    data of a model given as bytes or a ModelProto (a path's is its folder)."""
+    data of a model given as bytes or a ModelProto (a path's is its folder);
+    `check_model=False` skips onnx's full checker (it refuses a few valid models:
+    onnx 1.23 rejects its own test_mvn)."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -139,6 +146,7 @@ def compile(
         threads=threads,
         cpu=cpu,
         input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
+        check_model=check_model,
     )
     spec = options.resolved_pipeline()
     if target not in pipelines.TARGETS:
@@ -150,7 +158,9 @@ def compile(
     times = {}
     t0 = time.perf_counter()
     with internal_errors("the ONNX import"):
-        module = import_graph(model, options.input_shapes, base_dir)
+        module = import_graph(
+            model, options.input_shapes, base_dir, options.check_model
+        )
         inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -27,7 +27,7 @@ from smelt.dialects import graph as g
 from smelt.errors import SmeltError, UnsupportedModel
 from smelt.frontend import onnx_functions
 from smelt.frontend.onnx_load import ModelLike, load_model, tensor_array
-from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, validate
+from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, full_check, validate
 from smelt.frontend.onnx_validate import label as node_label
 from smelt.runtime import reference
 
@@ -63,18 +63,22 @@ def import_model(
     model: ModelLike,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     base_dir: str | os.PathLike | None = None,
+    check_model: bool = True,
 ) -> ModuleOp:
     """The graph-level module of an ONNX model (a path, bytes or a ModelProto).
 
     `input_shapes` fixes the symbolic or unknown dims of the graph inputs;
     `base_dir` is the folder of the external data of a model given as bytes or a
     ModelProto (a path's is its own folder). The graph is checked first
-    (`onnx_validate`). Raises one SmeltError that lists every unsupported op and
+    (`onnx_validate`; `check_model=False` skips onnx's full checker). Raises one SmeltError that lists every unsupported op and
     every dynamic input dim.
     """
     proto = load_model(model, base_dir)
     validate(proto)
-    return _Importer(proto, dict(input_shapes or {})).run()
+    module = _Importer(proto, dict(input_shapes or {})).run()
+    if check_model:
+        full_check(proto)
+    return module
 
 
 def element_type(onnx_type: int, what: str) -> Attribute:

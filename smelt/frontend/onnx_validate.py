@@ -48,6 +48,9 @@ def label(node: onnx.NodeProto, index: int) -> str:
     return f"{op}#{index}"
 
 
+FULL_CHECK_LIMIT = 1 << 30  # onnx's checker takes a ModelProto below 2 GB only
+
+
 def validate(model: onnx.ModelProto) -> None:
     """Raises one SmeltError listing every structural problem of `model`."""
     problems = _text(model)
@@ -79,6 +82,53 @@ def validate(model: onnx.ModelProto) -> None:
             problems += [f"{where}: {p}" for p in _window(node)]
     if problems:
         _raise(problems)
+
+
+def _with_output_types(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model`, or a copy whose graph outputs without a type or shape got their
+    inferred ones: the checker requires both, onnxruntime (and smelt) infer them."""
+    def untyped(o: onnx.ValueInfoProto) -> bool:
+        t = o.type
+        return not t.HasField("tensor_type") or not t.tensor_type.HasField("shape")
+
+    if not any(untyped(o) for o in model.graph.output):
+        return model
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 (the full check reports the problem)
+        return model
+    known = {v.name: v for v in inferred.graph.value_info}
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for out in copy.graph.output:
+        if untyped(out) and out.name in known:
+            out.type.CopyFrom(known[out.name].type)
+    return copy
+
+
+# The checker wants every graph input and output typed and shaped; onnxruntime and
+# smelt infer what is missing (and smelt's import has succeeded by now).
+_INFERRED_BY_RUNTIMES = (
+    "Field 'shape' of 'type' is required but missing",
+    "Field 'type' of 'value_info' is required but missing",
+)
+
+
+def full_check(model: onnx.ModelProto) -> None:
+    """onnx's own checker with strict shape inference must accept `model` (run
+    after smelt's import, whose messages name nodes better)."""
+    if model.ByteSize() > FULL_CHECK_LIMIT:
+        return  # too large for the checker's in-memory form; ours above still ran
+    try:
+        onnx.checker.check_model(_with_output_types(model), full_check=True)
+    except Exception as e:  # noqa: BLE001 (the checker's errors have no common base)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if first.startswith(_INFERRED_BY_RUNTIMES):
+            return
+        raise InvalidModel(
+            f"the model is not valid ONNX: onnx's checker (full_check) says: {first} "
+            "(check_model=False / --no-check-model skips this check)"
+        ) from None
 
 
 def _raise(problems: list[str]) -> None:

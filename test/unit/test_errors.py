@@ -58,7 +58,7 @@ def test_a_failing_run_is_an_internal_error(monkeypatch):
 
 def test_error_kinds():
     with pytest.raises(smelt.UnsupportedModel):
-        smelt.compile(_model("DFT"), "cpu")
+        smelt.compile(_model("Bernoulli"), "cpu")  # its body: RandomUniformLike
     with pytest.raises(smelt.InvalidModel):
         smelt.compile(_model("Relu", bogus=1), "cpu")
     model = smelt.compile(_model(), "cpu")
@@ -66,3 +66,21 @@ def test_error_kinds():
         model.run({"x": np.zeros((2, 3), np.int32)})
     with pytest.raises(smelt.InvalidInput):
         model.run({"y": np.zeros((2, 3), np.float32)})
+
+
+def _relu_declared(shape):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_models_onnx_full_check_rejects_are_refused():
+    """A declared output shape that contradicts inference: onnx's full checker
+    refuses it (and so does smelt, unless told to skip that check)."""
+    with pytest.raises(smelt.InvalidModel, match="full_check"):
+        smelt.compile(_relu_declared([5, 5]), "cpu")
+    smelt.compile(_relu_declared([5, 5]), "cpu", check_model=False)
+    smelt.compile(_relu_declared(None), "cpu")  # unshaped outputs are inferred
