@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 from xdsl.dialects import func
@@ -31,6 +32,8 @@ class CompileOptions:
     threads: int = 1  # worker threads of the CPU presets (loop-parallelize)
     cpu: str = "host"  # the CPU to compile for (cpu target): see CpuSpec.parse
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # graph inputs fixed to values at import (their If conditions and shapes fold)
+    constants: dict[str, Any] = field(default_factory=dict)
 
     def resolved_pipeline(self) -> str:
         if self.pipeline is not None:
@@ -41,14 +44,19 @@ class CompileOptions:
 
 
 def import_graph(
-    model: ModelLike, input_shapes: dict | None = None, base_dir: str | None = None
+    model: ModelLike,
+    input_shapes: dict | None = None,
+    base_dir: str | None = None,
+    constants: dict | None = None,
 ) -> ModuleOp:
     """The graph-level module of `model` (a path, bytes, ModelProto or module)."""
     if isinstance(model, ModuleOp):
+        if constants:
+            raise SmeltError("constants= fixes ONNX inputs: give an ONNX model")
         return model
     from smelt.frontend.onnx import import_model
 
-    return import_model(model, input_shapes or {}, base_dir)
+    return import_model(model, input_shapes or {}, base_dir, constants)
 
 
 def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
@@ -107,6 +115,7 @@ def compile(
     threads: int = 1,
     cpu: str = "host",
     input_shapes: dict[str, Sequence[int]] | None = None,
+    constants: dict[str, Any] | None = None,
     profile: bool = False,
     base_dir: str | os.PathLike | None = None,
 ) -> CompiledModel:
@@ -116,7 +125,9 @@ def compile(
     feature edits ("x86-64-v3", "znver5,-avx512f"; code for a CPU this one does
     not cover compiles but refuses to run); `profile` (cpu) times every kernel
     call: `CompiledModel.profile()`; `base_dir` is the folder of the external
-    data of a model given as bytes or a ModelProto (a path's is its folder)."""
+    data of a model given as bytes or a ModelProto (a path's is its folder);
+    `constants` fixes graph inputs to values ({"sr": 16000}): they become
+    initializers, so the If conditions and shapes that depend on them fold."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -124,6 +135,7 @@ def compile(
         threads=threads,
         cpu=cpu,
         input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
+        constants=dict(constants or {}),
     )
     spec = options.resolved_pipeline()
     if target not in pipelines.TARGETS:
@@ -134,7 +146,7 @@ def compile(
         raise SmeltError("profile=True times kernels on the cpu target only")
     times = {}
     t0 = time.perf_counter()
-    module = import_graph(model, options.input_shapes, base_dir)
+    module = import_graph(model, options.input_shapes, base_dir, options.constants)
     inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
