@@ -252,3 +252,27 @@ def test_scan_reverse_along_axis_1() -> None:
         "x": rng.standard_normal((2, 5)).astype(np.float32),
     }
     _check(model, feeds)
+
+
+def _cumsum_model(op: str) -> onnx.ModelProto:
+    return _model(
+        [helper.make_node(op, ["x", "axis"], ["y"], reverse=1)],
+        [
+            helper.make_tensor_value_info("x", F32, [3, 4]),
+            helper.make_tensor_value_info("axis", TensorProto.INT32, []),
+        ],
+        [helper.make_tensor_value_info("y", F32, [3, 4])],
+    )
+
+
+@pytest.mark.parametrize("op", ["CumSum"])  # CumProd: newer than onnxruntime
+def test_cumulative_over_a_run_time_axis(op: str) -> None:
+    model = _cumsum_model(op)
+    compiled = smelt.compile(model, "cpu")
+    x = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    for axis in (-2, -1, 0, 1):
+        feeds = {"x": x, "axis": np.array(axis, np.int32)}
+        (want,) = _ort(model, feeds)
+        np.testing.assert_allclose(compiled.run(feeds)["y"], want, rtol=1e-5)
+    with pytest.raises(smelt.SmeltError, match=rf"{op}#0: its axis .* out of range"):
+        compiled.run({"x": x, "axis": np.array(2, np.int32)})
