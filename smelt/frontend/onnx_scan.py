@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
-from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
+from smelt.frontend.onnx import (
+    Const,
+    NodeContext,
+    Value,
+    numpy_type_of,
+    shape_of,
+)
 from smelt.frontend.onnx_ops import axis_of
 from smelt.registry import Table
 
@@ -68,8 +74,10 @@ def _cumulative(ctx: NodeContext) -> list[Value]:
     if shape_of(axis) not in ((), (1,)) or numpy_type_of(axis).kind not in "iu":
         raise SmeltError(f"{ctx.label}: its axis must be one integer")
     shape = list(shape_of(x))
-    each = [ctx.reshape(ctx.emit(op, [x], axis=a, **attrs)[0], [1, *shape])
-            for a in range(rank)]
+    each = [
+        ctx.reshape(ctx.emit(op, [x], axis=a, **attrs)[0], [1, *shape])
+        for a in range(rank)
+    ]
     stacked = each[0] if rank == 1 else ctx.emit(g.ConcatOp, each, axis=0)[0]
     index = ctx.reshape(axis, [])
     what = f"{ctx.label}: its axis (input 1 '{ctx.node.input[1]}')"
