@@ -103,11 +103,18 @@ class OnnxFrontend(Frontend):
     """An .onnx file → graph-level module (static shapes)."""
 
     name: ClassVar[str] = "onnx"
+    # graph inputs fixed to values (smelt-opt --constant): set by `with_constants`
+    constants: ClassVar[dict] = {}
 
     def parse(self, ctx: Context, input: IO[bytes], input_name: str) -> ModuleOp:
         from smelt.frontend.onnx import import_model
 
-        return import_model(input.read())
+        return import_model(input.read(), constants=self.constants)
+
+    @staticmethod
+    def with_constants(constants: dict) -> type["OnnxFrontend"]:
+        """The ONNX frontend that fixes graph inputs to `constants`."""
+        return type("OnnxFrontend", (OnnxFrontend,), {"constants": dict(constants)})
 
 
 def _mlir_target() -> type[Target]:

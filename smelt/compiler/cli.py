@@ -43,6 +43,36 @@ def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def parse_constants(items: Sequence[str]) -> dict[str, np.ndarray]:
+    """`--constant NAME=VALUE` items: a number, true / false, or a comma-separated
+    list of them (the model input's element type is applied at import)."""
+    constants = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            if not sep or not name or not text.strip():
+                raise ValueError
+            words = text.strip().strip("[]").split(",")
+            values = [_number(w.strip()) for w in words]
+        except ValueError:
+            raise SmeltError(
+                f"bad --constant '{item}': write NAME=VALUE or NAME=V1,V2,…, e.g. "
+                "sr=16000"
+            ) from None
+        scalar = "," not in text and "[" not in text
+        constants[name] = np.asarray(values[0] if scalar else values)
+    return constants
+
+
+def _number(word: str) -> int | float | bool:
+    if word.lower() in ("true", "false"):
+        return word.lower() == "true"
+    try:
+        return int(word)
+    except ValueError:
+        return float(word)
+
+
 def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -91,6 +121,12 @@ def dynamic_inputs(path: str) -> list[str]:
     ]  # fmt: skip
 
 
+def _graph_inputs(path: str) -> list:
+    import onnx
+
+    return list(onnx.load(path, load_external_data=False).graph.input)
+
+
 def non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -105,9 +141,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     feeds = load_inputs(args.inputs) if args.inputs else None
     shapes = {k: feeds[k].shape for k in dynamic_inputs(path) if k in (feeds or {})}
     shapes.update(parse_shapes(args.input_shape))
+    constants = parse_constants(args.constant)
     t0 = time.perf_counter()
     model = smelt.compile(
         path, args.target, input_shapes=shapes, level=args.level,
+        constants=constants,
         threads=args.threads, profile=args.profile, cpu=args.cpu,
         check_model=not args.no_check_model,
         **({"pipeline": args.pipeline} if args.pipeline else {}),
@@ -117,6 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if "cpu" in model.info:
         print(f"  cpu {model.info['cpu']}")
     feeds = feeds if feeds is not None else random_inputs(model)
+    feeds = {k: v for k, v in feeds.items() if k not in constants}
     t0 = time.perf_counter()
     outputs = model.run(feeds)
     print(f"ran in {(time.perf_counter() - t0) * 1e3:.1f} ms")
@@ -133,7 +172,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.profile:
         print_profile(model, feeds, args.profile)
     if args.check:
-        return check_against_onnxruntime(path, feeds, outputs, args.tolerance)
+        return check_against_onnxruntime(
+            path, feeds, outputs, args.tolerance, constants
+        )
     return 0
 
 
@@ -158,7 +199,9 @@ def print_profile(model, feeds, runs: int, top: int = 25) -> None:
               f"{rest / total:>6.1%}")
 
 
-def check_against_onnxruntime(path, feeds, outputs, tolerance: float) -> int:
+def check_against_onnxruntime(
+    path, feeds, outputs, tolerance: float, constants: dict | None = None
+) -> int:
     try:
         import onnxruntime as ort
     except ImportError:
@@ -167,6 +210,13 @@ def check_against_onnxruntime(path, feeds, outputs, tolerance: float) -> int:
     options.log_severity_level = 3
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
+    feeds = dict(feeds)
+    if constants:  # fed to onnxruntime as the values smelt compiled in
+        from smelt.frontend.onnx import constant_array
+
+        for info in _graph_inputs(path):
+            if info.name in constants:
+                feeds[info.name] = constant_array(info, constants[info.name])
     expected = dict(zip(names, session.run(names, feeds)))
     worst, mismatched = 0.0, False
     for name, value in outputs.items():
@@ -191,7 +241,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from smelt.compiler.report import format_rows, report
 
     path = resolve_model(args.model)
-    module = import_graph(path, parse_shapes(args.input_shape))
+    module = import_graph(
+        path, parse_shapes(args.input_shape), constants=parse_constants(args.constant)
+    )
     spec = args.pipeline or pipelines.GRAPH_OPT
     print(f"{os.path.basename(path)}  [pipeline: {spec}]")
     print(format_rows(report(module, spec)))
@@ -245,6 +297,10 @@ CPU_HELP = ("CPU to compile for: host (default) or an LLVM CPU name (x86-64-v3, 
             "znver5,-avx512f")
 
 
+CONSTANT_HELP = ("fix an input to a value (a number or V1,V2,…): its If conditions "
+                 "and shapes fold at compile time")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="smelt", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -254,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--inputs", help=".npz file of inputs by name (default: random)")
     run.add_argument("--input-shape", action="append", default=[],
                      metavar="NAME=DxD…", help="fix the dims of an input")
+    run.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE",
+                     help=CONSTANT_HELP)
     run.add_argument("--target", default="cpu")
     run.add_argument("--level", default="O2", help="preset pipeline O0…O3")
     run.add_argument("--threads", type=int, default=1, help="CPU threads (presets)")
@@ -273,6 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="op / kernel counts and traffic after each pass")
     rep.add_argument("model", nargs="?", default=DEFAULT_MODEL)
     rep.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
+    rep.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE",
+                     help=CONSTANT_HELP)
     rep.add_argument("-p", "--pipeline", help="pass pipeline (default: graph-level O2)")
     rep.set_defaults(func=cmd_report)
     ahead = sub.add_parser(

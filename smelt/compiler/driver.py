@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 from xdsl.dialects import func
@@ -31,6 +32,8 @@ class CompileOptions:
     threads: int = 1  # worker threads of the CPU presets (loop-parallelize)
     cpu: str = "host"  # the CPU to compile for (cpu target): see CpuSpec.parse
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # graph inputs fixed to values at import (their If conditions and shapes fold)
+    constants: dict[str, Any] = field(default_factory=dict)
     check_model: bool = True  # onnx's full checker before import
 
     def resolved_pipeline(self) -> str:
@@ -45,14 +48,19 @@ def import_graph(
     model: ModelLike,
     input_shapes: dict | None = None,
     base_dir: str | None = None,
+    constants: dict | None = None,
     check_model: bool = True,
 ) -> ModuleOp:
     """The graph-level module of `model` (a path, bytes, ModelProto or module)."""
     if isinstance(model, ModuleOp):
+        if constants:
+            raise SmeltError("constants= fixes ONNX inputs: give an ONNX model")
         return model
     from smelt.frontend.onnx import import_model
 
-    return import_model(model, input_shapes or {}, base_dir, check_model)
+    return import_model(
+        model, input_shapes or {}, base_dir, constants, check_model=check_model
+    )
 
 
 def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
@@ -126,6 +134,7 @@ def compile(
     threads: int = 1,
     cpu: str = "host",
     input_shapes: dict[str, Sequence[int]] | None = None,
+    constants: dict[str, Any] | None = None,
     profile: bool = False,
     base_dir: str | os.PathLike | None = None,
     check_model: bool = True,
@@ -137,6 +146,8 @@ def compile(
     not cover compiles but refuses to run); `profile` (cpu) times every kernel
     call: `CompiledModel.profile()`; `base_dir` is the folder of the external
     data of a model given as bytes or a ModelProto (a path's is its folder);
+    `constants` fixes graph inputs to values ({"sr": 16000}): they become
+    initializers, so the If conditions and shapes that depend on them fold;
     `check_model=False` skips onnx's full checker (it refuses a few valid models:
     onnx 1.23 rejects its own test_mvn)."""
     options = CompileOptions(
@@ -146,6 +157,7 @@ def compile(
         threads=threads,
         cpu=cpu,
         input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
+        constants=dict(constants or {}),
         check_model=check_model,
     )
     spec = options.resolved_pipeline()
@@ -159,7 +171,8 @@ def compile(
     t0 = time.perf_counter()
     with internal_errors("the ONNX import"):
         module = import_graph(
-            model, options.input_shapes, base_dir, options.check_model
+            model, options.input_shapes, base_dir, options.constants,
+            options.check_model,
         )
         inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0

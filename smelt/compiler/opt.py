@@ -43,12 +43,26 @@ class SmeltOptMain(xDSLOptMain):
             help="print every constant in full instead of eliding large ones",
         )
         arg_parser.add_argument(
+            "--constant",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="fix an input of an .onnx model to a value (a number or V1,V2,…): "
+            "its If conditions and shapes fold at import",
+        )
+        arg_parser.add_argument(
             "--cpu",
             help="attach this CPU before the pipeline (target-attach-cpu): host or "
             "an LLVM CPU name with feature edits (x86-64-v3, znver5,-avx512f)",
         )
 
     def setup_pipeline(self) -> None:
+        if self.args.constant:
+            from smelt.compiler.cli import parse_constants
+            from smelt.universe import OnnxFrontend
+
+            fixed = OnnxFrontend.with_constants(parse_constants(self.args.constant))
+            self.available_frontends["onnx"] = lambda: fixed
         if self.args.cpu:
             from smelt.compiler.pipelines import with_cpu
 

@@ -20,6 +20,7 @@ from xdsl.irdl import (
     attr_def,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     result_def,
     traits_def,
     var_operand_def,
@@ -164,13 +165,16 @@ class SliceOp(GraphOp):
 
 @irdl_op_definition
 class GatherOp(GraphOp):
-    """ONNX Gather: takes `indices` (negative counts from the end) along `axis`."""
+    """ONNX Gather: takes `indices` (negative counts from the end) along `axis`;
+    `what` names the indices in the run-time error of one out of range (default:
+    the indices input of a Gather)."""
 
     name = "graph.gather"
     input = operand_def(TensorType)
     indices = operand_def(TensorType)
     result = result_def(TensorType)
     axis = attr_def(IntegerAttr)
+    what = opt_attr_def(StringAttr)
 
     @classmethod
     def infer(cls, types, attrs):

@@ -5,6 +5,7 @@ handler are expanded from onnx's function bodies (`onnx_functions`)."""
 from __future__ import annotations
 
 from smelt.frontend import (
+    onnx_control,
     onnx_conv_transpose,
     onnx_einsum,
     onnx_index,
@@ -31,4 +32,5 @@ HANDLERS = merge(
     onnx_index.HANDLERS,  # gathers and scatters by index, one-hot, trilu, range
     onnx_rnn.HANDLERS,  # LSTM, GRU, RNN
     onnx_quant.HANDLERS,  # QDQ and QOperator ops
+    onnx_control.HANDLERS,  # If, Loop, Scan (folded or unrolled at import)
 )

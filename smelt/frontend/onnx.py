@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 from onnx import helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, OpResult, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
@@ -63,22 +64,99 @@ def import_model(
     model: ModelLike,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     base_dir: str | os.PathLike | None = None,
+    constants: Mapping[str, Any] | None = None,
     check_model: bool = True,
 ) -> ModuleOp:
     """The graph-level module of an ONNX model (a path, bytes or a ModelProto).
 
     `input_shapes` fixes the symbolic or unknown dims of the graph inputs;
-    `base_dir` is the folder of the external data of a model given as bytes or a
-    ModelProto (a path's is its own folder). The graph is checked first
-    (`onnx_validate`; `check_model=False` skips onnx's full checker). Raises one SmeltError that lists every unsupported op and
-    every dynamic input dim.
+    `constants` fixes graph inputs to values (a scalar, a list or an array): each
+    becomes an initializer, so the If conditions and shapes that depend on it
+    fold at import; `base_dir` is the folder of the external data of a model given
+    as bytes or a ModelProto (a path's is its own folder). The graph is checked
+    first (`onnx_validate`; `check_model=False` skips onnx's full
+    checker after the import). Raises one SmeltError that lists every unsupported op
+    and every dynamic input dim.
     """
     proto = load_model(model, base_dir)
+    if constants:
+        proto = fix_inputs(proto, constants, input_shapes or {})
     validate(proto)
     module = _Importer(proto, dict(input_shapes or {})).run()
     if check_model:
         full_check(proto)
     return module
+
+
+def fix_inputs(
+    model: onnx.ModelProto,
+    constants: Mapping[str, Any],
+    input_shapes: Mapping[str, Sequence[int]],
+) -> onnx.ModelProto:
+    """A copy of `model` whose inputs named in `constants` are initializers holding
+    those values, in each input's element type (and declared shape, where the
+    value has as many elements)."""
+    inputs = {i.name: i for i in model.graph.input}
+    unknown = sorted(set(constants) - set(inputs))
+    if unknown:
+        raise SmeltError(
+            f"constants names {', '.join(repr(n) for n in unknown)}, which "
+            f"{'is' if len(unknown) == 1 else 'are'} not model inputs (inputs: "
+            f"{', '.join(inputs) or 'none'})"
+        )
+    both = sorted(set(constants) & set(input_shapes))
+    if both:
+        raise SmeltError(
+            f"{', '.join(both)}: given in both constants and input_shapes; a "
+            "constant's shape is its value's"
+        )
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    graph = fixed.graph
+    kept = [t for t in graph.initializer if t.name not in constants]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    for name, value in constants.items():
+        array = constant_array(inputs[name], value)
+        graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+    return fixed
+
+
+def constant_array(info: onnx.ValueInfoProto, value: Any) -> np.ndarray:
+    """`value` as graph input `info` takes it: its element type, and its declared
+    shape where the value has as many elements (SmeltError when it cannot be)."""
+    what = f"constants['{info.name}']"
+    if info.type.WhichOneof("value") != "tensor_type":
+        raise SmeltError(f"{what}: input '{info.name}' is not a tensor")
+    tt = info.type.tensor_type
+    element_type(tt.elem_type, f"input '{info.name}'")  # refuses unsupported ones
+    np_dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+    try:
+        given = np.asarray(value)
+        array = given.astype(np_dtype)
+    except (TypeError, ValueError) as e:
+        raise SmeltError(
+            f"{what}: {value!r} is not a {np_dtype} tensor ({e})"
+        ) from None
+    if given.dtype.kind == "f" and np_dtype.kind in "iub" and not np.array_equal(
+        array, given
+    ):
+        raise SmeltError(
+            f"{what}: {value!r} is not a whole number; the input is {np_dtype}"
+        )
+    if not tt.HasField("shape"):
+        return array
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    if len(dims) == array.ndim and all(
+        d is None or d == n for d, n in zip(dims, array.shape)
+    ):
+        return array
+    if None not in dims and int(np.prod(dims)) == array.size:
+        return array.reshape(dims)
+    raise SmeltError(
+        f"{what}: a value of shape {list(array.shape)} does not fit input "
+        f"'{info.name}' of shape {[d if d is not None else '?' for d in dims]}"
+    )
 
 
 def element_type(onnx_type: int, what: str) -> Attribute:
@@ -195,8 +273,10 @@ class _Importer:
         self.unsupported: list[str] = []
         self.dynamic: list[str] = []
         self.errors: list[str] = []
-        self.used = {n for node in self.graph.node for n in node.input}
+        self.used = onnx_functions.references(self.graph.node)
         self.used |= {o.name for o in self.graph.output}
+        self.depth = 0  # nesting of function bodies and subgraphs being imported
+        self.input_names: list[str] = []
 
     def run(self) -> ModuleOp:
         from smelt.frontend.handlers import HANDLERS
@@ -264,6 +344,7 @@ class _Importer:
         self.block = Block(arg_types=types)
         for name, arg in zip(names, self.block.args):
             self.values[name] = arg
+        self.input_names = names
         return names, types
 
     def _input_type(self, info: onnx.ValueInfoProto) -> TensorType | None:
@@ -336,8 +417,8 @@ class _Importer:
                 outputs[: len(results)] = results
             else:
                 body = self._function_body(node, label, inputs, opset, depth)
+                self.used |= onnx_functions.references(body.nodes)
                 for i, inner in enumerate(body.nodes):
-                    self.used.update(inner.input)
                     self._node(i, inner, handlers, body.opset, depth + 1)
                 return  # the body's nodes define the outputs
         except Unsupported as e:
@@ -349,6 +430,75 @@ class _Importer:
         for name, v in zip(node.output, outputs):
             if name:
                 self.values[name] = v
+
+    def inline(
+        self,
+        graph: onnx.GraphProto,
+        bindings: Sequence[Value],
+        node: onnx.NodeProto,
+        label: str,
+        opset: int,
+    ) -> list[Any]:
+        """Imports the nodes of subgraph `graph` (an If branch, a Loop or Scan body)
+        with its formal inputs bound to `bindings`, and returns the values of its
+        outputs (_POISON where a node failed: its problem is recorded). The values
+        it defines are renamed uniquely, so a body can be imported many times; it
+        sees the outer values by name."""
+        from smelt.frontend.handlers import HANDLERS
+
+        scope = node.name or node.op_type
+        if self.depth >= MAX_FUNCTION_DEPTH:
+            raise SmeltError(
+                f"{label}: subgraphs and function bodies nest deeper than "
+                f"{MAX_FUNCTION_DEPTH} levels"
+            )
+        if len(bindings) != len(graph.input):
+            raise SmeltError(
+                f"{label}: its subgraph '{graph.name}' declares {len(graph.input)} "
+                f"inputs, the op binds {len(bindings)}"
+            )
+        self.expansions += 1
+        prefix = f"{scope}#{self.expansions}"
+        names: dict[str, str] = {}
+        for formal, value in zip(graph.input, bindings):
+            names[formal.name] = f"{prefix}/{formal.name}"
+            self.values[names[formal.name]] = value
+        for t in graph.initializer:
+            names[t.name] = f"{prefix}/{t.name}"
+            array = tensor_array(t, f"initializer '{t.name}'")
+            self.values[names[t.name]] = Const(array)
+        nodes = onnx_functions.rename_subgraph(graph.node, names, prefix)
+        self.used |= onnx_functions.references(nodes)
+        self.depth += 1
+        try:
+            for i, inner in enumerate(nodes):
+                self._node(i, inner, HANDLERS, opset, self.depth)
+        finally:
+            self.depth -= 1
+        outputs = []
+        for o in graph.output:
+            name = names.get(o.name, o.name)
+            if name not in self.values:
+                raise SmeltError(
+                    f"{label}: output '{o.name}' of its subgraph '{graph.name}' is "
+                    "not computed by any node"
+                )
+            outputs.append(self.values[name])
+        return outputs
+
+    def inputs_behind(self, v: Value) -> list[str]:
+        """The graph inputs that value `v` is computed from."""
+        seen, stack, found = set(), [v], set()
+        while stack:
+            x = stack.pop()
+            if isinstance(x, Const) or id(x) in seen:
+                continue
+            seen.add(id(x))
+            if isinstance(x, BlockArgument) and x.block is self.block:
+                found.add(x.index)
+            elif isinstance(x, OpResult):
+                stack.extend(x.op.operands)
+        return [self.input_names[i] for i in sorted(found)]
 
     def _is_function(self, node: onnx.NodeProto, opset: int) -> bool:
         if (node.domain, node.op_type) in self.functions:

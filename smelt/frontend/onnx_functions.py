@@ -112,11 +112,71 @@ def expand(
             if resolved is not None:
                 copy.attribute.append(resolved)
         nodes.append(copy)
+    # a subgraph (If branch, Loop body) sees the body's values by name: rename its
+    # references too, once every name of the body is known
+    for copy in nodes:
+        _rename_subgraphs(copy, names)
     body_opset = next(
         (o.version for o in function.opset_import if o.domain in DEFAULT_DOMAINS),
         opset,
     )
     return Body(nodes, body_opset)
+
+
+def rename_subgraph(
+    nodes: Sequence[onnx.NodeProto], names: dict[str, str], prefix: str
+) -> list[onnx.NodeProto]:
+    """Copies of a subgraph's `nodes` (an If branch, a Loop or Scan body) with
+    every value they define renamed under `prefix`, the names in `names` (the
+    subgraph's formal inputs and initializers) renamed as it says, and references
+    to outer values left as they are. `names` gains the new names."""
+    for n in nodes:
+        for out in n.output:
+            if out and out not in names:
+                names[out] = f"{prefix}/{out}"
+    copies = []
+    for inner in nodes:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(inner)
+        copy.input[:] = [names.get(n, n) for n in inner.input]
+        copy.output[:] = [names.get(n, n) for n in inner.output]
+        copy.name = f"{prefix}/{inner.name or inner.op_type}"
+        _rename_subgraphs(copy, names)
+        copies.append(copy)
+    return copies
+
+
+def _rename_subgraphs(node: onnx.NodeProto, names: dict[str, str]) -> None:
+    """Renames, in place, the references of `node`'s subgraph attributes to the
+    values that `names` renames (a subgraph's own definitions shadow them)."""
+    for a in node.attribute:
+        for graph in [a.g] if a.HasField("g") else list(a.graphs):
+            _rename_graph(graph, names)
+
+
+def _rename_graph(graph: onnx.GraphProto, names: dict[str, str]) -> None:
+    own = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    own |= {o for n in graph.node for o in n.output}
+    visible = {k: v for k, v in names.items() if k not in own}
+    if not visible:
+        return
+    for n in graph.node:
+        n.input[:] = [visible.get(i, i) for i in n.input]
+        _rename_subgraphs(n, visible)
+    for o in graph.output:
+        o.name = visible.get(o.name, o.name)
+
+
+def references(nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    """Every value name `nodes` read, including from inside their subgraphs."""
+    out: set[str] = set()
+    for n in nodes:
+        out.update(n.input)
+        for a in n.attribute:
+            for graph in [a.g] if a.HasField("g") else list(a.graphs):
+                out |= references(graph.node)
+                out.update(o.name for o in graph.output)
+    return out
 
 
 def _resolve(

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
-from smelt.frontend.onnx import NodeContext, Value, shape_of
+from smelt.frontend.onnx import (
+    Const,
+    NodeContext,
+    Value,
+    numpy_type_of,
+    shape_of,
+)
 from smelt.frontend.onnx_ops import axis_of
 from smelt.registry import Table
 
@@ -51,18 +57,31 @@ _CUMULATIVE = {"CumSum": g.CumSumOp, "CumProd": g.CumProdOp}
 
 @handles(*_CUMULATIVE)
 def _cumulative(ctx: NodeContext) -> list[Value]:
-    """The axis must be known at compile time: the kernel's loop nest runs along it
-    (it does not change the output shape, so a model that computes it cannot be
-    frozen for smelt by the shape operands either)."""
-    x = ctx.inputs[0]
-    axis = axis_of(ctx, _scalar_const(ctx, 1, "axis"), len(swept_shape(ctx)))
-    return ctx.emit(
-        _CUMULATIVE[ctx.node.op_type],
-        [x],
-        axis=axis,
-        exclusive=int(ctx.attr("exclusive", 0)),
-        reverse=int(ctx.attr("reverse", 0)),
-    )
+    """A kernel's loop nest runs along one axis: with an axis known only at run
+    time, one result is computed per possible axis, stacked, and the run-time axis
+    picks one (a gather, whose run-time check fails the run on an axis out of
+    range, as onnxruntime does)."""
+    x, rank = ctx.inputs[0], len(swept_shape(ctx))
+    attrs = {
+        "exclusive": int(ctx.attr("exclusive", 0)),
+        "reverse": int(ctx.attr("reverse", 0)),
+    }
+    op = _CUMULATIVE[ctx.node.op_type]
+    axis = ctx.input(1)
+    if isinstance(axis, Const):
+        axis = axis_of(ctx, _scalar_const(ctx, 1, "axis"), rank)
+        return ctx.emit(op, [x], axis=axis, **attrs)
+    if shape_of(axis) not in ((), (1,)) or numpy_type_of(axis).kind not in "iu":
+        raise SmeltError(f"{ctx.label}: its axis must be one integer")
+    shape = list(shape_of(x))
+    each = [
+        ctx.reshape(ctx.emit(op, [x], axis=a, **attrs)[0], [1, *shape])
+        for a in range(rank)
+    ]
+    stacked = each[0] if rank == 1 else ctx.emit(g.ConcatOp, each, axis=0)[0]
+    index = ctx.reshape(axis, [])
+    what = f"{ctx.label}: its axis (input 1 '{ctx.node.input[1]}')"
+    return ctx.emit(g.GatherOp, [stacked, index], axis=0, what=what)
 
 
 @handles("TopK")

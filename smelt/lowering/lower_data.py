@@ -124,6 +124,8 @@ def lower_gather(ctx: LoweringContext, op: graph.GatherOp) -> None:
         f"Gather along axis {axis} of a {'x'.join(map(str, shape(src)))} tensor: "
         f"an index is out of range [-{size}, {size}); check the indices input"
     )
+    if op.attr("what"):
+        message = f"{op.attr('what')} is out of range [-{size}, {size})"
 
     def src_index(ivs: list[Index]) -> list[Index]:
         raw = k.load(indices, ivs[axis : axis + rank])

@@ -51,6 +51,8 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "TopK": (1,),
     "OneHot": (1,),
     "Range": (0, 1, 2),
+    "AffineGrid": (1,),  # the output grid's size
+    "Loop": (0, 1),  # trip count and condition: the scan outputs' length
 }
 
 
