@@ -16,12 +16,10 @@ TARGETS = ("cpu", "gpu")
 GRAPH_OPT = (
     "graph-fold-constants,graph-simplify,graph-fold-batchnorm,graph-simplify,graph-fuse"
 )
-# The CPU's: QDQ patterns become integer kernels (quant-fold-qdq) before fusion.
-GRAPH_OPT_CPU = GRAPH_OPT.replace(",graph-fuse", ",quant-fold-qdq,graph-fuse")
 # The same with conv / pool regions in NHWC: the CPU presets' graph pipeline (an
 # NHWC conv is an implicit GEMM along contiguous channels).
 GRAPH_OPT_NHWC = (
-    "graph-fold-constants,graph-simplify,graph-fold-batchnorm,quant-fold-qdq,"
+    "graph-fold-constants,graph-simplify,graph-fold-batchnorm,"
     "graph-convert-layout{layout=nhwc},graph-simplify,graph-fuse"
 )
 
@@ -39,7 +37,7 @@ _LOWER_CPU_OPT = f"convert-graph-to-loop,loop-dedup-kernels,{CPU_LOOP_OPT},buffe
 PRESETS: dict[str, dict[str, str]] = {
     "cpu": {
         "O0": "convert-graph-to-loop",
-        "O1": f"{GRAPH_OPT_CPU},{_LOWER}",
+        "O1": f"{GRAPH_OPT},{_LOWER}",
         "O2": f"{GRAPH_OPT_NHWC},{_LOWER_CPU_OPT}",
         "O3": f"{GRAPH_OPT_NHWC},{_LOWER_CPU_OPT}",
     },
