@@ -42,7 +42,7 @@ def _per_axis(ctx: NodeContext, param: Value, rank: int, axis: int, what: str) -
     """A scale or zero point (scalar, [1] or [C]) shaped to broadcast to a rank
     `rank` value quantized along `axis`."""
     dims = shape_of(param)
-    if len(dims) == 0 or (len(dims) == 1 and dims[0] == 1 and rank != 1):
+    if len(dims) == 0 or tuple(dims) == (1,):  # per tensor, whatever the axis
         return param if len(dims) == 0 else ctx.reshape(param, ())
     if len(dims) != 1:
         raise ctx.unsupported(

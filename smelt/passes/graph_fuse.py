@@ -13,6 +13,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from smelt.dialects import graph
+from smelt.dialects.graph_base import shape_of
 
 # The fusion rules read each op's facts (graph_base.GraphOp: ELEMENTWISE, ANCHOR).
 
@@ -143,7 +144,8 @@ class GraphFusePass(ModulePass):
                 user for user in candidates
                 if user not in taken and is_elementwise(user)
                 and user.parent_block() is block
-                and len(user.results) == 1 and user.results[0].type == result_type
+                and len(user.results) == 1
+                and shape_of(user.results[0].type) == shape_of(result_type)
                 and not _reaches_from(user, members, op, order)
             ]  # fmt: skip
             if not joinable:
