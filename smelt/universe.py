@@ -146,6 +146,7 @@ SMELT_UNIVERSE = Universe(
             "smelt.passes.graph_convert_layout", "GraphConvertLayoutPass"
         ),
         "graph-fuse": _pass("smelt.passes.graph_fuse", "GraphFusePass"),
+        "quant-cast": _pass("smelt.passes.quant_cast", "QuantCastPass"),
         "buffer-plan": _pass("smelt.passes.buffer_plan", "BufferPlanPass"),
         "loop-vectorize": _pass("smelt.passes.loop_vectorize", "LoopVectorizePass"),
         "loop-parallelize": _pass(
