@@ -14,9 +14,10 @@ What stays f32, and why no more is needed:
   max and sum, layer-norm's mean and variance, ReduceSum / ReduceMean's
   accumulators (lower_reduce.py, loop_nests.reduce_axes). Only the values between
   kernels are rounded to the low type; fused chains keep f32 registers inside.
-- Ops in `KEEP_F32`, ops with regions (scan, loop bodies) and ops whose shape rule
-  refuses low-precision operands keep their f32 operands (a cast back to f32 is
-  inserted for each converted one) and f32 results.
+- Ops in `KEEP_F32`, ops with regions (scan, loop bodies), ops whose shape rule
+  refuses low-precision operands and, unless `contractions=true`, contractions
+  (matmul, gemm, conv: f32 weights, see the option) keep their f32 operands (a
+  cast back to f32 is inserted for each converted one) and f32 results.
 
     %w = graph.constant dense<...> : tensor<4x8xf32>
     %y = graph.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
@@ -28,6 +29,7 @@ What stays f32, and why no more is needed:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -57,9 +59,14 @@ class QuantCastPass(ModulePass):
     name = "quant-cast"
 
     to: str = "bf16"
+    # Matmul / gemm / conv in 16 bits too (weights stored in `to`). Off by default:
+    # their 16-bit lowering is the unscheduled dot form (lower_matmul.py), ~300x
+    # slower than the scheduled f32 GEMM, and no vdpbf16ps micro-kernel exists yet;
+    # so contractions keep f32 weights and f32 activations (a cast up before them).
+    contractions: bool = False
 
-    # Ops kept in f32 whatever their operands: none needs it today (every lowering
-    # accumulates in f32); the set is where an op that does goes.
+    # Ops kept in f32 whatever their operands (besides contractions above): none
+    # needs it for accuracy today (every lowering accumulates in f32).
     KEEP_F32: ClassVar[tuple[type[Operation], ...]] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -70,12 +77,17 @@ class QuantCastPass(ModulePass):
         low = LOW_TYPES[self.to]
         for f in list(op.walk()):
             if isinstance(f, func.FuncOp) and not f.is_declaration:
-                _Converter(low, self.KEEP_F32).run(f)
+                _Converter(low, self._keeps_f32).run(f)
         dce(op)
+
+    def _keeps_f32(self, op: graph.GraphOp) -> bool:
+        if isinstance(op, self.KEEP_F32) or op.regions:
+            return True
+        return not self.contractions and op.ANCHOR == "contraction"
 
 
 class _Converter:
-    def __init__(self, low: Attribute, keep: tuple[type[Operation], ...]):
+    def __init__(self, low: Attribute, keep: Callable[[graph.GraphOp], bool]):
         self.low = low
         self.keep = keep
         self.down: dict[SSAValue, SSAValue] = {}  # f32 value -> its low copy
@@ -127,7 +139,7 @@ class _Converter:
                 op.operands[i] = self._raised(v, op)
 
     def _convert(self, op: graph.GraphOp) -> None:
-        if isinstance(op, self.keep) or op.regions or not any(
+        if self.keep(op) or not any(
             _is_f32(v) or v in self.converted for v in op.operands
         ):
             self._restore_operands(op)

@@ -60,7 +60,7 @@ def test_cosine_and_io_types(precision):
 
 def test_graph_is_low_precision_with_f32_edges():
     module = import_graph(small_encoder())
-    lower(module, "graph-fold-constants,quant-cast{to=bf16}")
+    lower(module, "graph-fold-constants,quant-cast{to=bf16 contractions=true}")
     main = next(iter(module.ops))
     ops = list(main.body.block.ops)
     assert [str(t) for t in main.function_type.inputs] == ["tensor<4x16x32xf32>"]
@@ -70,6 +70,29 @@ def test_graph_is_low_precision_with_f32_edges():
             assert graph.element_type_of(op.results[0]) == dtypes.bf16
     casts = [op for op in ops if isinstance(op, graph.CastOp)]
     assert [graph.element_type_of(c.result) for c in casts] == [dtypes.bf16, dtypes.f32]
+
+
+def test_contractions_keep_f32_by_default():
+    module = import_graph(small_encoder())
+    lower(module, "graph-fold-constants,quant-cast{to=bf16}")
+    ops = list(next(iter(module.ops)).body.block.ops)
+    (mm,) = [op for op in ops if isinstance(op, graph.MatMulOp)]
+    assert [graph.element_type_of(v) for v in mm.operands] == [dtypes.f32] * 2
+    (sm,) = [op for op in ops if isinstance(op, graph.SoftmaxOp)]
+    assert graph.element_type_of(sm.result) == dtypes.bf16
+
+
+@pytest.mark.parametrize("contractions", ["true", "false"])
+def test_contractions_option_numerics(contractions):
+    model = small_encoder()
+    x = np.random.default_rng(2).standard_normal((4, 16, 32)).astype(np.float32)
+    ref = smelt.compile(model).run({"x": x})["z"]
+    spec = pipelines.preset("cpu", "O2").replace(
+        "graph-fold-batchnorm,",
+        f"graph-fold-batchnorm,quant-cast{{to=bf16 contractions={contractions}}},",
+    )
+    out = smelt.compile(model, pipeline=spec).run({"x": x})["z"]
+    assert cosine(out, ref) >= 0.999
 
 
 def test_softmax_and_layernorm_statistics_stay_f32():

@@ -1,5 +1,6 @@
-// RUN: smelt-opt %s -p 'quant-cast{to=bf16}' | filecheck %s
-// RUN: smelt-opt %s -p 'quant-cast{to=f16}' | filecheck %s --check-prefix=F16
+// RUN: smelt-opt %s -p 'quant-cast{to=bf16 contractions=true}' | filecheck %s
+// RUN: smelt-opt %s -p 'quant-cast{to=f16 contractions=true}' | filecheck %s --check-prefix=F16
+// RUN: smelt-opt %s -p 'quant-cast{to=bf16}' | filecheck %s --check-prefix=DEF
 
 // Weights become bf16 constants, the f32 input is cast down once, every op computes
 // on bf16 storage (softmax / layer-norm statistics are f32 registers inside their
@@ -12,6 +13,13 @@
 // CHECK: %[[N:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[S]], %{{.*}}, %{{.*}} {{.*}} -> (tensor<2x4xbf16>, tensor<2x1xbf16>, tensor<2x1xbf16>)
 // CHECK: %[[R:.*]] = graph.cast %[[N]] {to = f32} : (tensor<2x4xbf16>) -> tensor<2x4xf32>
 // CHECK: func.return %[[R]] : tensor<2x4xf32>
+// By default contractions keep f32 weights and compute (no fast 16-bit GEMM yet):
+// the matmul's result is cast down for the ops after it.
+// DEF-LABEL: func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32>
+// DEF: %[[W:.*]] = graph.constant dense<1.500000e+00> : tensor<4x4xf32>
+// DEF: %[[Y:.*]] = graph.matmul %x, %[[W]] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+// DEF: %[[C:.*]] = graph.cast %[[Y]] {to = bf16}
+// DEF: graph.softmax %[[C]] {{.*}} -> tensor<2x4xbf16>
 // F16-LABEL: func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32>
 // F16: graph.matmul {{.*}} -> tensor<2x4xf16>
 // F16: graph.cast %{{.*}} {to = f32} : (tensor<2x4xf16>) -> tensor<2x4xf32>
