@@ -141,3 +141,33 @@ def test_precision_option_and_refusals():
         pipelines.with_precision(spec, "int4")
     with pytest.raises(SmeltError, match="to=f16 or to=bf16"):
         lower(import_graph(small_encoder()), "quant-cast{to=f8}")
+
+
+# --- the bf16 GEMM micro-kernel (vdpbf16ps) ---------------------------------------
+
+from smelt.lowering.llvm import bf16_gemm  # noqa: E402
+from smelt.targets.cpu_spec import CpuSpec  # noqa: E402
+
+
+@pytest.mark.skipif(not bf16_gemm.supported(), reason="host lacks AVX512-BF16")
+@pytest.mark.parametrize("mr", [4, 8, 16])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 5, 7), (13, 33, 47), (9, 64, 96)])
+def test_bf16_gemm_matches_numpy(m, k, n, mr):
+    import ml_dtypes
+
+    rng = np.random.default_rng(m * 100 + k + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = bf16_gemm.Bf16Gemm(mr=mr)(a, bf16_gemm.pack_b(b), n)
+    bf = ml_dtypes.bfloat16
+    ref = a.astype(bf).astype(np.float64) @ b.astype(bf).astype(np.float64)
+    assert c.shape == (m, n) and c.dtype == np.float32
+    # products of bf16 values are exact in f32; only the f32 sums round.
+    np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+
+
+def test_bf16_gemm_refused_without_avx512bf16():
+    spec = CpuSpec.parse("znver5,-avx512bf16")
+    assert not bf16_gemm.supported(spec)
+    with pytest.raises(SmeltError, match="AVX512-BF16.*f32 compute from bf16"):
+        bf16_gemm.Bf16Gemm(spec)
