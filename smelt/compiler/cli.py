@@ -148,6 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         constants=constants,
         threads=args.threads, profile=args.profile, cpu=args.cpu,
         check_model=not args.no_check_model,
+        precision=args.precision,
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
@@ -317,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=1, help="CPU threads (presets)")
     run.add_argument("--cpu", default="host", help=CPU_HELP)
     run.add_argument("-p", "--pipeline", help="explicit pass pipeline")
+    run.add_argument("--precision", default="f32", choices=["f32", "bf16", "f16"],
+                     help="store weights and activations as bf16 / f16 (quant-cast; "
+                     "f32 inputs, outputs and accumulation)")
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.add_argument("--tolerance", type=float, default=1e-4)

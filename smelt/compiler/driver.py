@@ -35,13 +35,16 @@ class CompileOptions:
     # graph inputs fixed to values at import (their If conditions and shapes fold)
     constants: dict[str, Any] = field(default_factory=dict)
     check_model: bool = True  # onnx's full checker before import
+    precision: str = "f32"  # "bf16" / "f16": quant-cast joins the pipeline
 
     def resolved_pipeline(self) -> str:
         if self.pipeline is not None:
+            spec = pipelines.with_precision(self.pipeline, self.precision)
             if self.target != "cpu":
-                return self.pipeline
-            return pipelines.with_cpu(self.pipeline, self.cpu)
-        return pipelines.preset(self.target, self.level, self.threads, self.cpu)
+                return spec
+            return pipelines.with_cpu(spec, self.cpu)
+        spec = pipelines.preset(self.target, self.level, self.threads, self.cpu)
+        return pipelines.with_precision(spec, self.precision)
 
 
 def import_graph(
@@ -135,6 +138,7 @@ def compile(
     cpu: str = "host",
     input_shapes: dict[str, Sequence[int]] | None = None,
     constants: dict[str, Any] | None = None,
+    precision: str = "f32",
     profile: bool = False,
     base_dir: str | os.PathLike | None = None,
     check_model: bool = True,
@@ -143,7 +147,9 @@ def compile(
     picks the preset's thread count (an explicit `pipeline` says it itself);
     `cpu` (cpu target) is the CPU to build for: "host", or an LLVM CPU name with
     feature edits ("x86-64-v3", "znver5,-avx512f"; code for a CPU this one does
-    not cover compiles but refuses to run); `profile` (cpu) times every kernel
+    not cover compiles but refuses to run); `precision` "bf16" or "f16" stores
+    weights and activations in that type (quant-cast: f32 inputs, outputs and
+    arithmetic); `profile` (cpu) times every kernel
     call: `CompiledModel.profile()`; `base_dir` is the folder of the external
     data of a model given as bytes or a ModelProto (a path's is its folder);
     `constants` fixes graph inputs to values ({"sr": 16000}): they become
@@ -156,6 +162,7 @@ def compile(
         level=level,
         threads=threads,
         cpu=cpu,
+        precision=precision,
         input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
         constants=dict(constants or {}),
         check_model=check_model,

@@ -88,6 +88,28 @@ def preset(
     return spec
 
 
+PRECISIONS = ("f32", "f16", "bf16")
+
+
+def with_precision(spec: str, precision: str) -> str:
+    """`spec` with `quant-cast{to=precision}` after the graph clean-up (before
+    layout conversion and fusion; first when `spec` has no clean-up), unless it is
+    "f32" or `spec` casts already."""
+    if precision not in PRECISIONS:
+        raise SmeltError(
+            f"unknown precision '{precision}': choose one of {', '.join(PRECISIONS)}"
+        )
+    if precision == "f32" or "quant-cast" in spec:
+        return spec
+    cast = f"quant-cast{{to={precision}}}"
+    anchor = "graph-fold-batchnorm,"
+    if anchor in spec:
+        return spec.replace(anchor, f"{anchor}{cast},", 1)
+    parts = spec.split(",")
+    head = 1 if parts[0].startswith("target-attach-cpu") else 0
+    return ",".join([*parts[:head], cast, *parts[head:]])
+
+
 def with_cpu(spec: str, cpu: str) -> str:
     """`spec` starting with the `target-attach-cpu` of `cpu`, unless it attaches
     a CPU itself."""
