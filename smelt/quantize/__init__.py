@@ -100,7 +100,8 @@ def quantize(
     nodes = qdq.quantized_nodes(fp32, options)
     calib = Calibration(calibration, _input_shapes(fp32))
     tensors = qdq.activation_tensors(fp32, nodes)
-    stats = collect(session(fp32, tensors), calib, tensors, method != "minmax")
+    inner = [t for t in tensors if t not in calib.inputs]
+    stats = collect(session(fp32, inner), calib, tensors, method != "minmax")
     ranges = {
         t: tensor_range(stats[t], method, percentile, options.symmetric)
         for t in tensors

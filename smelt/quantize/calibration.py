@@ -148,14 +148,14 @@ def collect(
     a second for the histograms (their range is then known, so bins never move)."""
     stats = {t: TensorStats() for t in tensors}
     for feeds in calibration.samples():
-        values = run(feeds)
+        values = {**feeds, **run(feeds)}
         for t in tensors:
             stats[t].add_range(np.asarray(values[t], np.float32))
     if histograms:
         for s in stats.values():
             s.start_histograms()
         for feeds in calibration.samples():
-            values = run(feeds)
+            values = {**feeds, **run(feeds)}
             for t in tensors:
                 stats[t].add_histograms(np.asarray(values[t], np.float32))
     return stats
@@ -194,19 +194,35 @@ def entropy_threshold(hist: np.ndarray, top: float, levels: int = KL_BINS) -> fl
         mass = np.bincount(group, weights=hist[:i], minlength=levels)
         filled = np.bincount(group, weights=nonzero, minlength=levels)
         q = np.where(nonzero, mass[group] / np.maximum(filled[group], 1), 0.0)
-        p_sum, q_sum = p.sum(), q.sum()
+        q_sum = q.sum()
         if q_sum == 0:
             continue
-        mask = p > 0
-        # q is 0 only where the clipped histogram is 0, except the last bin that
-        # gathered the outliers: the divergence is then infinite
-        if np.any(mask & (q == 0)):
+        qn = _smooth(q / q_sum)
+        if qn is None:
             continue
-        pn, qn = p[mask] / p_sum, q[mask] / q_sum
-        kl = float(np.sum(pn * np.log(pn / qn)))
+        mask = p > 0
+        pn = p[mask] / p.sum()
+        kl = float(np.sum(pn * np.log(pn / qn[mask])))
         if kl < best:
             best, best_i = kl, i
     return top * best_i / n
+
+
+def _smooth(q: np.ndarray, eps: float = 1e-4) -> np.ndarray | None:
+    """q with its empty bins given `eps` (taken from the others), so that the KL
+    divergence stays finite where P has mass Q lacks (the outlier bin); None when
+    the others cannot spare it."""
+    zeros = q == 0
+    n_zero = int(zeros.sum())
+    if n_zero == 0:
+        return q
+    n_nonzero = q.size - n_zero
+    if n_nonzero == 0:
+        return None
+    taken = eps * n_zero / n_nonzero
+    if np.any(q[~zeros] <= taken):
+        return None
+    return np.where(zeros, eps, q - taken)
 
 
 def tensor_range(

@@ -39,6 +39,7 @@ def prepare(model: onnx.ModelProto) -> onnx.ModelProto:
     m = onnx.ModelProto()
     m.CopyFrom(model)
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    m.ir_version = max(m.ir_version, 7)  # initializers need not be graph inputs
     if opset < MIN_OPSET:
         try:
             m = onnx.version_converter.convert_version(m, MIN_OPSET)
