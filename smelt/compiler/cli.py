@@ -310,7 +310,7 @@ def add_quantize_parser(sub) -> None:
     from smelt.quantize.calibration import METHODS
     from smelt.quantize.qdq import DEFAULT_OP_TYPES
 
-    q = sub.add_parser("quantize", help="post-training int8 quantization to a QDQ model")
+    q = sub.add_parser("quantize", help="post-training int8 quantization (QDQ model)")
     q.add_argument("model", help="an .onnx path or a light_* model name")
     q.add_argument("--calibration", required=True, metavar="DATA",
                    help=".npz of (N, *input_shape) arrays per input, or a folder "

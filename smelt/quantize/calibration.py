@@ -48,7 +48,9 @@ class Calibration:
         elif isinstance(source, str) and os.path.isdir(source):
             self._stacked = None
             self._files = sorted(
-                os.path.join(source, f) for f in os.listdir(source) if f.endswith(".npz")
+                os.path.join(source, f)
+                for f in os.listdir(source)
+                if f.endswith(".npz")
             )
             if not self._files:
                 raise SmeltError(f"calibration folder '{source}' holds no .npz file")
@@ -180,6 +182,11 @@ def entropy_threshold(hist: np.ndarray, top: float, levels: int = KL_BINS) -> fl
     into the last bin) is closest in KL divergence to Q, P re-quantized to `levels`
     bins with each bin's mass spread over its non-empty source bins."""
     hist = hist.astype(np.float64)
+    if len(hist) > 1:
+        # the first bin holds the exact zeros of a ReLU (half the values or more):
+        # left as is, that spike decides the divergence and the search clips far
+        # too much; NVIDIA's pytorch-quantization levels it the same way
+        hist[0] = hist[1]
     n = len(hist)
     if hist.sum() == 0:
         return 0.0

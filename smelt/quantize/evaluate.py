@@ -188,4 +188,6 @@ class Budget:
         return got >= self.value
 
     def __str__(self) -> str:
-        return f"cos ≥ {self.value:g}" if self.kind == "cos" else f"SQNR ≥ {self.value:g} dB"
+        if self.kind == "cos":
+            return f"cos ≥ {self.value:g}"
+        return f"SQNR ≥ {self.value:g} dB"

@@ -3,7 +3,8 @@ QDQ model (QuantizeLinear → DequantizeLinear around activations, DequantizeLin
 int8 / int32 initializers for weights and biases), as onnxruntime's `quantize_static`
 writes it in QDQ format.
 
-    x ─ Conv(W, B) ─ y         x ─ Q ─ DQ ─ Conv(DQ(W_i8), DQ(B_i32)) ─ Q ─ DQ ─ y
+    x ─ Conv(W, B) ─ y    becomes
+    x ─ Q ─ DQ ─ Conv(DQ(W_i8), DQ(B_i32)) ─ Q ─ DQ ─ y
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from smelt.quantize.calibration import (
 
 
 def conv_net(seed: int = 0) -> onnx.ModelProto:
-    """x[1,3,16,16] → Conv+Relu → Conv+Relu → GlobalAveragePool → Flatten → Gemm."""
+    """x[1,3,16,16] → Conv+Relu → Conv+Relu → GlobalAveragePool → Flatten →
+    Gemm."""
     rng = np.random.default_rng(seed)
 
     def init(name, *shape, scale=0.3):
