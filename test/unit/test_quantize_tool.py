@@ -229,6 +229,9 @@ def test_entropy_clips_outliers_of_a_gaussian():
     t = entropy_threshold(np.histogram(np.abs(rng.standard_normal(500_000)), BINS,
                                        (0, 5))[0], 5.0)
     assert 2.5 < t <= 5.0
+    # a ReLU's output: the spike of zeros does not drive the search
+    relu = stats_of(np.maximum(rng.standard_normal(500_000), 0).astype(np.float32))
+    assert tensor_range(relu, "entropy", 99.99, False)[1] > 2.5
 
 
 def test_histograms_do_not_grow_with_the_sample_count():
