@@ -17,6 +17,17 @@ def compile(model, target: str = "cpu", **options):
     return _compile(model, target, **options)
 
 
+def __getattr__(name: str):
+    # `smelt.quantize` is the package smelt/quantize/, callable as the function
+    # smelt.quantize.quantize (a function here would be replaced by the package
+    # the first time a submodule is imported); imported on first use
+    if name == "quantize":
+        import importlib
+
+        return importlib.import_module("smelt.quantize")
+    raise AttributeError(f"module 'smelt' has no attribute '{name}'")
+
+
 __all__ = [
     "InternalError",
     "InvalidInput",
@@ -25,4 +36,5 @@ __all__ = [
     "SmeltError",
     "UnsupportedModel",
     "compile",
+    "quantize",
 ]

@@ -1,4 +1,5 @@
-"""The `smelt` command: `smelt run MODEL [--check]`, `smelt report MODEL [-p ...]`."""
+"""The `smelt` command: `smelt run MODEL [--check]`, `smelt report MODEL [-p ...]`,
+`smelt quantize MODEL --calibration DATA -o OUT`."""
 
 from __future__ import annotations
 
@@ -293,6 +294,20 @@ def cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quantize(args: argparse.Namespace) -> int:
+    import smelt
+
+    result = smelt.quantize(
+        resolve_model(args.model), args.calibration, args.output, method=args.method,
+        percentile=args.percentile, activations=args.activations,
+        op_types=args.op_types, exclude=args.exclude, report=args.report,
+        accuracy_budget=args.accuracy_budget,
+    )
+    print(result.format())
+    print(f"wrote {args.output}")
+    return 0
+
+
 CPU_HELP = ("CPU to compile for: host (default) or an LLVM CPU name (x86-64-v3, "
             "x86-64-v4, znver5, skylake-avx512, …), feature edits may follow: "
             "znver5,-avx512f")
@@ -354,10 +369,38 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--no-compile", action="store_true",
                        help="only write the source (with -o)")
     ahead.set_defaults(func=cmd_aot)
+    add_quantize_parser(sub)
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true",
                              help="print the traceback of an internal error")
     return parser
+
+
+def add_quantize_parser(sub) -> None:
+    from smelt.quantize.calibration import METHODS
+    from smelt.quantize.qdq import DEFAULT_OP_TYPES
+
+    q = sub.add_parser("quantize", help="post-training int8 quantization (QDQ model)")
+    q.add_argument("model", help="an .onnx path or a light_* model name")
+    q.add_argument("--calibration", required=True, metavar="DATA",
+                   help=".npz of (N, *input_shape) arrays per input, or a folder "
+                        "of per-sample .npz files")
+    q.add_argument("-o", "--output", required=True, help="the QDQ .onnx to write")
+    q.add_argument("--method", default="minmax", choices=METHODS)
+    q.add_argument("--percentile", type=float, default=99.99,
+                   help="for --method percentile (default 99.99)")
+    q.add_argument("--activations", default="u8", choices=["u8", "s8"],
+                   help="u8 asymmetric (default) or s8 symmetric activations")
+    q.add_argument("--op-types", nargs="+", default=list(DEFAULT_OP_TYPES),
+                   metavar="OP", help="op types to quantize (default Conv MatMul Gemm)")
+    q.add_argument("--exclude", nargs="+", default=[], metavar="NODE",
+                   help="node names kept in f32")
+    q.add_argument("--report", action="store_true",
+                   help="bytes, per-tensor SQNR, output cosine / max error")
+    q.add_argument("--accuracy-budget", metavar="TARGET",
+                   help="output SQNR in dB (30) or cos=0.999: the most sensitive "
+                        "layers stay f32 until it holds")
+    q.set_defaults(func=cmd_quantize)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
