@@ -1,0 +1,207 @@
+"""The llvm target's bf16 GEMM call: `func.call @smelt.bf16_gemm` inside a kernel →
+a shape-specialized `vdpbf16ps` micro-kernel function (AVX512-BF16).
+
+    func.call @smelt.bf16_gemm(%a, %bp, %c)
+        : (memref<MxKxbf16>, memref<KhxNpx2xbf16>, memref<MxNpxf32>) -> ()
+
+computes c[m, n] = sum_k a[m, k] · b[k, n] in f32, where `bp` is B packed in pairs
+along k (`bf16_gemm.pack_b`: Kh = ceil(K / 2), Np a multiple of 32, zero padded)
+and `a` is row-major with any leading dims (M is their product, K its last dim,
+odd or even). The layout and the loop order follow `bf16_gemm.py`: 32-column
+panels of Bp outside, MR-row micro-tiles inside, k innermost with 2·MR zmm
+accumulators. Tails are handled in the kernel: M % MR rows get one smaller
+micro-tile, an odd K's last pair reads only A's last element (zero-extended: never
+a read past the row), and N pads to Np in `bp` and `c` (the caller reads c[:, :N]).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation
+
+from smelt.errors import SmeltError
+from smelt.lowering.llvm.types import I32, I64, PTR, VOID, constant
+
+if TYPE_CHECKING:
+    from smelt.lowering.llvm.emit_kernel import KernelEmitter
+
+CALLEE = "smelt.bf16_gemm"
+"""The callee name that `lower_matmul_bf16.py` emits and this file defines."""
+NR = 32
+MR = 8
+I16 = ir.IntType(16)
+F32 = ir.FloatType()
+V16F = ir.VectorType(F32, 16)
+V16I = ir.VectorType(I32, 16)
+
+
+class _BFloat(ir.Type):
+    """LLVM's `bfloat` (llvmlite has no such type); only for the intrinsic."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BFloat)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+V32BF = ir.VectorType(_BFloat(), 32)
+DPBF16 = "llvm.x86.avx512bf16.dpbf16ps.512"
+
+
+def _shape(t: object) -> list[int]:
+    if not isinstance(t, MemRefType):
+        raise SmeltError(f"{CALLEE} takes memrefs, not {t}")
+    return list(t.get_shape())
+
+
+def emit_call(em: KernelEmitter, op: Operation) -> None:
+    """`func.call @smelt.bf16_gemm(%a, %bp, %c)`; other callees are refused."""
+    assert isinstance(op, func.CallOp)
+    callee = op.callee.root_reference.data
+    if callee != CALLEE:
+        raise SmeltError(f"a kernel may call only @{CALLEE}, not @{callee}")
+    a, bp, c = (_shape(v.type) for v in op.operands)
+    m = 1
+    for d in a[:-1]:
+        m *= d
+    k, (kh, np_, _) = a[-1], bp
+    if 2 * kh != k + k % 2 or c != [m, np_] or np_ % NR:
+        raise SmeltError(f"{CALLEE}: shapes {a}, {bp}, {c} do not fit together")
+    fn = define_gemm(em.module, m, k, np_)
+    em.builder.call(fn, em.operands(op))
+
+
+def define_gemm(module: ir.Module, m: int, k: int, np_: int, mr: int = MR) -> ir.Function:
+    """`void(ptr a, ptr bp, ptr c)` for these static sizes, defined once per module."""
+    name = f"smelt.bf16_gemm.{m}x{k}x{np_}"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * 3), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg, arg_name in zip(fn.args, ("a", "bp", "c")):
+        arg.name = arg_name
+        arg.add_attribute("noalias")
+    _Gemm(fn, m, k, np_, mr).emit()
+    return fn
+
+
+class _Gemm:
+    def __init__(self, fn: ir.Function, m: int, k: int, np_: int, mr: int):
+        self.fn, self.m, self.k, self.np, self.mr = fn, m, k, np_, mr
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.dp = fn.module.globals.get(DPBF16) or ir.Function(
+            fn.module, ir.FunctionType(V16F, [V16F, V32BF, V32BF]), DPBF16
+        )
+
+    def loop(self, count: int, step: int, body, name: str) -> None:
+        """for iv in range(0, count, step): body(iv) (count > 0, a multiple of step)."""
+        b = self.b
+        pre = b.block
+        head = self.fn.append_basic_block(f"{name}.body")
+        b.branch(head)
+        b.position_at_end(head)
+        iv = b.phi(I64, name=name)
+        iv.add_incoming(constant(I64, 0), pre)
+        body(iv)
+        nxt = b.add(iv, constant(I64, step), flags=["nuw", "nsw"])
+        iv.add_incoming(nxt, b.block)
+        done = self.fn.append_basic_block(f"{name}.done")
+        b.cbranch(b.icmp_unsigned("<", nxt, constant(I64, count)), head, done)
+        b.position_at_end(done)
+
+    def emit(self) -> None:
+        full = self.m - self.m % self.mr
+
+        def panel(j: ir.Value) -> None:
+            if full:
+                self.loop(full, self.mr, lambda i: self.tile(i, j, self.mr), "i")
+            if self.m % self.mr:
+                self.tile(constant(I64, full), j, self.m % self.mr)
+
+        self.loop(self.np, NR, panel, "j")
+        self.b.ret_void()
+
+    def gep(self, base: ir.Value, ety: ir.Type, offset: ir.Value) -> ir.Value:
+        return self.b.gep(base, [offset], inbounds=True, source_etype=ety)
+
+    def a_pair(self, row: ir.Value, p: ir.Value, last_odd: bool) -> ir.Value:
+        """A[row, 2p], A[row, 2p + 1] broadcast to 16 lanes as <32 x bfloat>."""
+        b = self.b
+        a = self.fn.args[0]
+        off = b.add(b.mul(row, constant(I64, self.k)), b.shl(p, constant(I64, 1)))
+        ptr = self.gep(a, I16, off)
+        if last_odd:  # A[row, K - 1] alone: its pair partner would be past the row
+            word = b.zext(b.load(ptr, typ=I16, align=2), I32)
+        else:
+            word = b.load(ptr, typ=I32, align=2)
+        vec = b.insert_element(ir.Constant(V16I, None), word, constant(I32, 0))
+        splat = b.shuffle_vector(vec, ir.Constant(V16I, None), ir.Constant(V16I, None))
+        return b.bitcast(splat, V32BF)
+
+    def step(
+        self, accs: list[ir.Value], rows: list[ir.Value], j: ir.Value, p: ir.Value,
+        last_odd: bool,
+    ) -> list[ir.Value]:
+        b = self.b
+        base = b.shl(b.add(b.mul(p, constant(I64, self.np)), j), constant(I64, 1))
+        bvec = [
+            b.load(self.gep(self.fn.args[1], I16, b.add(base, constant(I64, 32 * h))),
+                   typ=V32BF, align=4)
+            for h in range(2)
+        ]  # fmt: skip
+        out = []
+        for r, row in enumerate(rows):
+            av = self.a_pair(row, p, last_odd)
+            out += [b.call(self.dp, [accs[2 * r + h], av, bvec[h]]) for h in range(2)]
+        return out
+
+    def tile(self, i: ir.Value, j: ir.Value, mr: int) -> None:
+        """C[i:i+mr, j:j+32] = A[i:i+mr, :] @ B[:, j:j+32]."""
+        b = self.b
+        rows = [b.add(i, constant(I64, r)) for r in range(mr)]
+        zero = ir.Constant(V16F, None)
+        accs = [zero] * (2 * mr)
+        pairs = self.k // 2
+        if pairs:
+            pre = b.block
+            head = self.fn.append_basic_block("k.body")
+            b.branch(head)
+            b.position_at_end(head)
+            p = b.phi(I64, name="p")
+            p.add_incoming(constant(I64, 0), pre)
+            phis = []
+            for acc in accs:
+                phi = b.phi(V16F)
+                phi.add_incoming(acc, pre)
+                phis.append(phi)
+            new = self.step(phis, rows, j, p, False)
+            nxt = b.add(p, constant(I64, 1), flags=["nuw", "nsw"])
+            p.add_incoming(nxt, b.block)
+            for phi, value in zip(phis, new):
+                phi.add_incoming(value, b.block)
+            done = self.fn.append_basic_block("k.done")
+            b.cbranch(b.icmp_unsigned("<", nxt, constant(I64, pairs)), head, done)
+            b.position_at_end(done)
+            accs = new
+        if self.k % 2:
+            accs = self.step(accs, rows, j, constant(I64, pairs), True)
+        c = self.fn.args[2]
+        for r, row in enumerate(rows):
+            for h in range(2):
+                off = b.add(b.add(b.mul(row, constant(I64, self.np)), j),
+                            constant(I64, 16 * h))  # fmt: skip
+                b.store(accs[2 * r + h], self.gep(c, F32, off), align=4)
+
+
+EMITTERS = {"func.call": emit_call}
+"""Op name → emitter, merged into the llvm target's table (emit.py)."""
