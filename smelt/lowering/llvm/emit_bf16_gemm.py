@@ -7,9 +7,10 @@ a shape-specialized `vdpbf16ps` micro-kernel function (AVX512-BF16).
 computes c[m, n] = sum_k a[m, k] · b[k, n] in f32, where `bp` is B packed in pairs
 along k (`bf16_gemm.pack_b`: Kh = ceil(K / 2), Np a multiple of 32, zero padded)
 and `a` is row-major with any leading dims (M is their product, K its last dim,
-odd or even). The layout and the loop order follow `bf16_gemm.py`: 32-column
-panels of Bp outside, MR-row micro-tiles inside, k innermost with 2·MR zmm
-accumulators. Tails are handled in the kernel: M % MR rows get one smaller
+odd or even). The layout follows `bf16_gemm.py`; the loops: 32-column panels of
+Bp, then blocks of KC k pairs (so that the Bp slice and an A micro-tile's rows stay
+in L1; C is reloaded between blocks), then MR-row micro-tiles, k innermost with
+2·MR zmm accumulators. Tails are handled in the kernel: M % MR rows get one smaller
 micro-tile, an odd K's last pair reads only A's last element (zero-extended: never
 a read past the row), and N pads to Np in `bp` and `c` (the caller reads c[:, :N]).
 """
@@ -33,6 +34,7 @@ CALLEE = "smelt.bf16_gemm"
 """The callee name that `lower_matmul_bf16.py` emits and this file defines."""
 NR = 32
 MR = 8
+KC = 128  # k pairs per block: an 8-row A slice (4 KiB) and a Bp slice (16 KiB) in L1
 I16 = ir.IntType(16)
 F32 = ir.FloatType()
 V16F = ir.VectorType(F32, 16)
@@ -121,12 +123,19 @@ class _Gemm:
 
     def emit(self) -> None:
         full = self.m - self.m % self.mr
+        pairs = self.k // 2
+        blocks = [(p, min(KC, pairs - p)) for p in range(0, pairs, KC)] or [(0, 0)]
 
         def panel(j: ir.Value) -> None:
-            if full:
-                self.loop(full, self.mr, lambda i: self.tile(i, j, self.mr), "i")
-            if self.m % self.mr:
-                self.tile(constant(I64, full), j, self.m % self.mr)
+            for n, (p0, count) in enumerate(blocks):
+                odd = n == len(blocks) - 1 and self.k % 2 == 1
+                block = (n == 0, p0, count, odd)
+                if full:
+                    self.loop(
+                        full, self.mr, lambda i: self.tile(i, j, self.mr, *block), "i"
+                    )
+                if self.m % self.mr:
+                    self.tile(constant(I64, full), j, self.m % self.mr, *block)
 
         self.loop(self.np, NR, panel, "j")
         self.b.ret_void()
@@ -165,20 +174,34 @@ class _Gemm:
             out += [b.call(self.dp, [accs[2 * r + h], av, bvec[h]]) for h in range(2)]
         return out
 
-    def tile(self, i: ir.Value, j: ir.Value, mr: int) -> None:
-        """C[i:i+mr, j:j+32] = A[i:i+mr, :] @ B[:, j:j+32]."""
+    def c_ptr(self, row: ir.Value, j: ir.Value, h: int) -> ir.Value:
+        b = self.b
+        off = b.add(b.add(b.mul(row, constant(I64, self.np)), j), constant(I64, 16 * h))
+        return self.gep(self.fn.args[2], F32, off)
+
+    def tile(
+        self, i: ir.Value, j: ir.Value, mr: int, first: bool, p0: int, pairs: int,
+        odd: bool,
+    ) -> None:
+        """C[i:i+mr, j:j+32] (= 0 when `first`) += A[i:i+mr, kb] @ B[kb, j:j+32] over
+        the k pairs p0 ... p0 + pairs - 1, then A's odd last column when `odd`."""
         b = self.b
         rows = [b.add(i, constant(I64, r)) for r in range(mr)]
-        zero = ir.Constant(V16F, None)
-        accs = [zero] * (2 * mr)
-        pairs = self.k // 2
+        if first:
+            accs = [ir.Constant(V16F, None)] * (2 * mr)
+        else:
+            accs = [
+                b.load(self.c_ptr(row, j, h), typ=V16F, align=4)
+                for row in rows
+                for h in range(2)
+            ]
         if pairs:
             pre = b.block
             head = self.fn.append_basic_block("k.body")
             b.branch(head)
             b.position_at_end(head)
             p = b.phi(I64, name="p")
-            p.add_incoming(constant(I64, 0), pre)
+            p.add_incoming(constant(I64, p0), pre)
             phis = []
             for acc in accs:
                 phi = b.phi(V16F)
@@ -190,17 +213,15 @@ class _Gemm:
             for phi, value in zip(phis, new):
                 phi.add_incoming(value, b.block)
             done = self.fn.append_basic_block("k.done")
-            b.cbranch(b.icmp_unsigned("<", nxt, constant(I64, pairs)), head, done)
+            end = constant(I64, p0 + pairs)
+            b.cbranch(b.icmp_unsigned("<", nxt, end), head, done)
             b.position_at_end(done)
             accs = new
-        if self.k % 2:
-            accs = self.step(accs, rows, j, constant(I64, pairs), True)
-        c = self.fn.args[2]
+        if odd:
+            accs = self.step(accs, rows, j, constant(I64, self.k // 2), True)
         for r, row in enumerate(rows):
             for h in range(2):
-                off = b.add(b.add(b.mul(row, constant(I64, self.np)), j),
-                            constant(I64, 16 * h))  # fmt: skip
-                b.store(accs[2 * r + h], self.gep(c, F32, off), align=4)
+                b.store(accs[2 * r + h], self.c_ptr(row, j, h), align=4)
 
 
 EMITTERS = {"func.call": emit_call}
