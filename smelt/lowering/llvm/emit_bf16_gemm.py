@@ -2,12 +2,12 @@
 a shape-specialized `vdpbf16ps` micro-kernel function (AVX512-BF16).
 
     func.call @smelt.bf16_gemm(%a, %bp, %c)
-        : (memref<MxKxbf16>, memref<KhxNpx2xbf16>, memref<MxNpxf32>) -> ()
+        : (memref<...xKxbf16>, memref<[G]xKhxNpx2xbf16>, memref<GxMxNpxf32>) -> ()
 
-computes c[m, n] = sum_k a[m, k] · b[k, n] in f32, where `bp` is B packed in pairs
-along k (`bf16_gemm.pack_b`: Kh = ceil(K / 2), Np a multiple of 32, zero padded)
-and `a` is row-major with any leading dims (M is their product, K its last dim,
-odd or even). The layout follows `bf16_gemm.py`; the loops: 32-column panels of
+computes c[g, m, n] = sum_k a[g, m, k] · b[g, k, n] in f32, where `bp` is B packed
+in pairs along k (`bf16_gemm.pack_b`: Kh = ceil(K / 2), Np a multiple of 32, zero
+padded), one per GEMM (4-D) or one for all (3-D, then G = 1), and `a` is row-major
+with any leading dims (their product is G·M; K is its last dim, odd or even). The layout follows `bf16_gemm.py`; the loops: 32-column panels of
 Bp, then blocks of KC k pairs (so that the Bp slice and an A micro-tile's rows stay
 in L1; C is reloaded between blocks), then MR-row micro-tiles, k innermost with
 2·MR zmm accumulators. Tails are handled in the kernel: M % MR rows get one smaller
@@ -71,19 +71,31 @@ def emit_call(em: KernelEmitter, op: Operation) -> None:
     if callee != CALLEE:
         raise SmeltError(f"a kernel may call only @{CALLEE}, not @{callee}")
     a, bp, c = (_shape(v.type) for v in op.operands)
-    m = 1
+    numel_a = 1
     for d in a[:-1]:
-        m *= d
-    k, (kh, np_, _) = a[-1], bp
-    if 2 * kh != k + k % 2 or c != [m, np_] or np_ % NR:
+        numel_a *= d
+    k, (kh, np_, _) = a[-1], bp[-3:]
+    g, m = c[0], c[1]
+    shared = len(bp) == 3
+    if (
+        2 * kh != k + k % 2
+        or len(c) != 3
+        or c[2] != np_
+        or np_ % NR
+        or numel_a != g * m
+        or not (shared and g == 1 or bp[:1] == [g] and len(bp) == 4)
+    ):
         raise SmeltError(f"{CALLEE}: shapes {a}, {bp}, {c} do not fit together")
-    fn = define_gemm(em.module, m, k, np_)
+    fn = define_gemm(em.module, g, m, k, np_)
     em.builder.call(fn, em.operands(op))
 
 
-def define_gemm(module: ir.Module, m: int, k: int, np_: int, mr: int = MR) -> ir.Function:
-    """`void(ptr a, ptr bp, ptr c)` for these static sizes, defined once per module."""
-    name = f"smelt.bf16_gemm.{m}x{k}x{np_}"
+def define_gemm(
+    module: ir.Module, g: int, m: int, k: int, np_: int, mr: int = MR
+) -> ir.Function:
+    """`void(ptr a, ptr bp, ptr c)` for these static sizes (g GEMMs, each with its
+    own A, Bp and C one after the other), defined once per module."""
+    name = f"smelt.bf16_gemm.{g}x{m}x{k}x{np_}"
     existing = module.globals.get(name)
     if existing is not None:
         return existing
@@ -93,17 +105,18 @@ def define_gemm(module: ir.Module, m: int, k: int, np_: int, mr: int = MR) -> ir
     for arg, arg_name in zip(fn.args, ("a", "bp", "c")):
         arg.name = arg_name
         arg.add_attribute("noalias")
-    _Gemm(fn, m, k, np_, mr).emit()
+    _Gemm(fn, g, m, k, np_, mr).emit()
     return fn
 
 
 class _Gemm:
-    def __init__(self, fn: ir.Function, m: int, k: int, np_: int, mr: int):
-        self.fn, self.m, self.k, self.np, self.mr = fn, m, k, np_, mr
+    def __init__(self, fn: ir.Function, g: int, m: int, k: int, np_: int, mr: int):
+        self.fn, self.g, self.m, self.k, self.np, self.mr = fn, g, m, k, np_, mr
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.dp = fn.module.globals.get(DPBF16) or ir.Function(
             fn.module, ir.FunctionType(V16F, [V16F, V32BF, V32BF]), DPBF16
         )
+        self.ptrs: list[ir.Value] = list(fn.args)  # a, bp, c of the current GEMM
 
     def loop(self, count: int, step: int, body, name: str) -> None:
         """for iv in range(0, count, step): body(iv) (count > 0, a multiple of step)."""
@@ -137,7 +150,19 @@ class _Gemm:
                 if self.m % self.mr:
                     self.tile(constant(I64, full), j, self.m % self.mr, *block)
 
-        self.loop(self.np, NR, panel, "j")
+        if self.g == 1:
+            self.loop(self.np, NR, panel, "j")
+        else:
+            sizes = (self.m * self.k, (self.k + self.k % 2) * self.np, self.m * self.np)
+
+            def gemm(bi: ir.Value) -> None:
+                self.ptrs = [
+                    self.gep(arg, ety, self.b.mul(bi, constant(I64, size)))
+                    for arg, ety, size in zip(self.fn.args, (I16, I16, F32), sizes)
+                ]
+                self.loop(self.np, NR, panel, "j")
+
+            self.loop(self.g, 1, gemm, "g")
         self.b.ret_void()
 
     def gep(self, base: ir.Value, ety: ir.Type, offset: ir.Value) -> ir.Value:
@@ -146,7 +171,7 @@ class _Gemm:
     def a_pair(self, row: ir.Value, p: ir.Value, last_odd: bool) -> ir.Value:
         """A[row, 2p], A[row, 2p + 1] broadcast to 16 lanes as <32 x bfloat>."""
         b = self.b
-        a = self.fn.args[0]
+        a = self.ptrs[0]
         off = b.add(b.mul(row, constant(I64, self.k)), b.shl(p, constant(I64, 1)))
         ptr = self.gep(a, I16, off)
         if last_odd:  # A[row, K - 1] alone: its pair partner would be past the row
@@ -164,7 +189,7 @@ class _Gemm:
         b = self.b
         base = b.shl(b.add(b.mul(p, constant(I64, self.np)), j), constant(I64, 1))
         bvec = [
-            b.load(self.gep(self.fn.args[1], I16, b.add(base, constant(I64, 32 * h))),
+            b.load(self.gep(self.ptrs[1], I16, b.add(base, constant(I64, 32 * h))),
                    typ=V32BF, align=4)
             for h in range(2)
         ]  # fmt: skip
@@ -177,7 +202,7 @@ class _Gemm:
     def c_ptr(self, row: ir.Value, j: ir.Value, h: int) -> ir.Value:
         b = self.b
         off = b.add(b.add(b.mul(row, constant(I64, self.np)), j), constant(I64, 16 * h))
-        return self.gep(self.fn.args[2], F32, off)
+        return self.gep(self.ptrs[2], F32, off)
 
     def tile(
         self, i: ir.Value, j: ir.Value, mr: int, first: bool, p0: int, pairs: int,
