@@ -4,7 +4,9 @@ When the module's `#target.cpu` has avx512bf16, a bf16 `graph.matmul` of a rank
 >= 2 A by a 2-D B (or by a B with A's batch dims), or a bf16 `graph.gemm` without
 trans_a, gets the kernel
 
-    func.call @smelt.bf16_gemm(%a, %bp, %scratch)   // f32 C = A @ B, vdpbf16ps
+    loop.for %u = 0 to U parallel {                 // f32 C = A @ B, vdpbf16ps,
+      func.call @smelt.bf16_gemm(%a, %bp, %scratch, %u)  // a band of C per %u
+    }
     loop.for ...: write(epilogue(scratch[g, m, n]))  // bias, gelu, cast, ...
 
 `%bp` is B packed in pairs along k (`bf16_gemm.pack_b`): a new `loop.constant`
@@ -21,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop, target
@@ -29,11 +31,12 @@ from smelt.errors import SmeltError
 from smelt.lowering import lower_matmul
 from smelt.lowering.kernel_io import Anchor, KernelIO
 from smelt.lowering.llvm.bf16_gemm import FEATURE, NR, pack_b
-from smelt.lowering.llvm.emit_bf16_gemm import CALLEE
+from smelt.lowering.llvm.emit_bf16_gemm import CALLEE, units
 from smelt.lowering.loop_builder import Index, KernelBuilder
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import broadcast_index
 from smelt.lowering.scalar_ops import Arith, memref_type
+from smelt.passes.loop_analysis import WORK_ATTR
 from smelt.targets.cpu_spec import CpuSpec
 
 
@@ -81,6 +84,8 @@ def prepare(
     plan = _plan(op)
     if plan is None or not _bf16(op) or not _target_has_bf16(op):
         return []
+    if 0 in (*graph.shape_of(op.lhs), *graph.shape_of(op.rhs)):
+        return []  # nothing to multiply: the generic lowering writes the zeros
     try:
         operand_buffer(0)
         w = operand_buffer(1)
@@ -93,9 +98,11 @@ def prepare(
         if weight.ndim == 2:
             packed = pack_b(weight)
         else:  # one packed B per GEMM of the batch
-            packed = np.stack([pack_b(b) for b in weight.reshape(-1, *weight.shape[-2:])])
+            mats = weight.reshape(-1, *weight.shape[-2:])
+            packed = np.stack([pack_b(b) for b in mats])
         value = graph.ConstantOp.from_array(packed).value
-        wp = ctx.emit(loop.ConstantOp(value, memref_type(value.type)))  # type: ignore[arg-type]
+        memref = memref_type(value.type)  # type: ignore[arg-type]
+        wp = ctx.emit(loop.ConstantOp(value, memref))
     elif isinstance(op, graph.MatMulOp):
         wp = _pack_at_run_time(ctx, w)
     else:
@@ -147,9 +154,17 @@ def _shape(buffer: SSAValue) -> list[int]:
 
 
 def _emit_call(io: KernelIO) -> SSAValue:
+    """A parallel loop over the GEMM's units (bands of columns), one call each."""
     a = io.operand_buffer(0)
     wp, scratch = io.extra
-    io.k.emit(func.CallOp(CALLEE, [a, wp, scratch], []))
+    g, m, np_ = _shape(scratch)
+    count, chunk = units(g, np_)
+    kk = _shape(a)[-1]
+    with io.k.loop(count) as u:
+        call = func.CallOp(CALLEE, [a, wp, scratch, u], [])
+        # vector ops per call: 2·MR dp per MR rows, k pair and panel
+        call.attributes[WORK_ATTR] = IntegerAttr(m * chunk * (kk + 1), 64)
+        io.k.emit(call)
     return scratch
 
 

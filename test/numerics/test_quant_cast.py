@@ -192,7 +192,8 @@ def _model(nodes, inputs, output, inits=()) -> onnx.ModelProto:
         "m",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
         [helper.make_tensor_value_info(output[0], TensorProto.FLOAT, output[1])],
-        [helper.make_tensor(n, TensorProto.FLOAT, a.shape, a.ravel()) for n, a in inits],
+        [helper.make_tensor(n, TensorProto.FLOAT, a.shape, a.ravel())
+         for n, a in inits],  # fmt: skip
     )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 

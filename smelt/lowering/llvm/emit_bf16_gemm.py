@@ -1,18 +1,22 @@
 """The llvm target's bf16 GEMM call: `func.call @smelt.bf16_gemm` inside a kernel →
 a shape-specialized `vdpbf16ps` micro-kernel function (AVX512-BF16).
 
-    func.call @smelt.bf16_gemm(%a, %bp, %c)
-        : (memref<...xKxbf16>, memref<[G]xKhxNpx2xbf16>, memref<GxMxNpxf32>) -> ()
+    func.call @smelt.bf16_gemm(%a, %bp, %c, %u)
+        : (memref<...xKxbf16>, memref<[G]xKhxNpx2xbf16>, memref<GxMxNpxf32>, index)
 
 computes c[g, m, n] = sum_k a[g, m, k] · b[g, k, n] in f32, where `bp` is B packed
 in pairs along k (`bf16_gemm.pack_b`: Kh = ceil(K / 2), Np a multiple of 32, zero
 padded), one per GEMM (4-D) or one for all (3-D, then G = 1), and `a` is row-major
-with any leading dims (their product is G·M; K is its last dim, odd or even). The layout follows `bf16_gemm.py`; the loops: 32-column panels of
-Bp, then blocks of KC k pairs (so that the Bp slice and an A micro-tile's rows stay
-in L1; C is reloaded between blocks), then MR-row micro-tiles, k innermost with
-2·MR zmm accumulators. Tails are handled in the kernel: M % MR rows get one smaller
+with any leading dims (their product is G·M; K is its last dim, odd or even).
+
+The layout follows `bf16_gemm.py`; the loops: 32-column panels of Bp, then blocks
+of KC k pairs (so that the Bp slice and an A micro-tile's rows stay in L1; C is
+reloaded between blocks), then MR-row micro-tiles, k innermost with 2·MR zmm
+accumulators. Tails are handled in the kernel: M % MR rows get one smaller
 micro-tile, an odd K's last pair reads only A's last element (zero-extended: never
 a read past the row), and N pads to Np in `bp` and `c` (the caller reads c[:, :N]).
+One call computes unit %u: one GEMM's band of CHUNK panels (`units`), so that the
+caller's loop over units can run on threads.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ CALLEE = "smelt.bf16_gemm"
 """The callee name that `lower_matmul_bf16.py` emits and this file defines."""
 NR = 32
 MR = 8
+CHUNK = 4  # 32-column panels per unit (a task of a parallel loop over units)
 KC = 128  # k pairs per block: an 8-row A slice (4 KiB) and a Bp slice (16 KiB) in L1
 I16 = ir.IntType(16)
 F32 = ir.FloatType()
@@ -70,7 +75,7 @@ def emit_call(em: KernelEmitter, op: Operation) -> None:
     callee = op.callee.root_reference.data
     if callee != CALLEE:
         raise SmeltError(f"a kernel may call only @{CALLEE}, not @{callee}")
-    a, bp, c = (_shape(v.type) for v in op.operands)
+    a, bp, c = (_shape(v.type) for v in op.operands[:3])
     numel_a = 1
     for d in a[:-1]:
         numel_a *= d
@@ -78,7 +83,8 @@ def emit_call(em: KernelEmitter, op: Operation) -> None:
     g, m = c[0], c[1]
     shared = len(bp) == 3
     if (
-        2 * kh != k + k % 2
+        len(op.operands) != 4
+        or 2 * kh != k + k % 2
         or len(c) != 3
         or c[2] != np_
         or np_ % NR
@@ -90,21 +96,31 @@ def emit_call(em: KernelEmitter, op: Operation) -> None:
     em.builder.call(fn, em.operands(op))
 
 
+def units(g: int, np_: int) -> tuple[int, int]:
+    """(unit count, panels per unit): a call computes one unit, one GEMM's columns
+    [c·CH·32, (c + 1)·CH·32) for unit g·chunks + c, so that a parallel loop over
+    units spreads one GEMM over threads (each a band of columns of C)."""
+    panels = np_ // NR
+    chunks = -(-panels // CHUNK)
+    return g * chunks, CHUNK
+
+
 def define_gemm(
     module: ir.Module, g: int, m: int, k: int, np_: int, mr: int = MR
 ) -> ir.Function:
-    """`void(ptr a, ptr bp, ptr c)` for these static sizes (g GEMMs, each with its
-    own A, Bp and C one after the other), defined once per module."""
+    """`void(ptr a, ptr bp, ptr c, i64 unit)` for these static sizes (g GEMMs, each
+    with its own A, Bp and C one after the other), defined once per module."""
     name = f"smelt.bf16_gemm.{g}x{m}x{k}x{np_}"
     existing = module.globals.get(name)
     if existing is not None:
         return existing
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * 3), name)
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * 3 + [I64]), name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
-    for arg, arg_name in zip(fn.args, ("a", "bp", "c")):
+    for arg, arg_name in zip(fn.args, ("a", "bp", "c", "unit")):
         arg.name = arg_name
-        arg.add_attribute("noalias")
+        if arg_name != "unit":
+            arg.add_attribute("noalias")
     _Gemm(fn, g, m, k, np_, mr).emit()
     return fn
 
@@ -116,22 +132,27 @@ class _Gemm:
         self.dp = fn.module.globals.get(DPBF16) or ir.Function(
             fn.module, ir.FunctionType(V16F, [V16F, V32BF, V32BF]), DPBF16
         )
-        self.ptrs: list[ir.Value] = list(fn.args)  # a, bp, c of the current GEMM
+        self.ptrs: list[ir.Value] = list(fn.args[:3])  # a, bp, c of this GEMM
 
-    def loop(self, count: int, step: int, body, name: str) -> None:
-        """for iv in range(0, count, step): body(iv) (count > 0, a multiple of step)."""
+    def loop(
+        self, count: int | ir.Value, step: int, body, name: str,
+        start: int | ir.Value = 0,
+    ) -> None:
+        """for iv in range(start, count, step): body(iv) (at least one trip)."""
         b = self.b
+        start = constant(I64, start) if isinstance(start, int) else start
+        end = constant(I64, count) if isinstance(count, int) else count
         pre = b.block
         head = self.fn.append_basic_block(f"{name}.body")
         b.branch(head)
         b.position_at_end(head)
         iv = b.phi(I64, name=name)
-        iv.add_incoming(constant(I64, 0), pre)
+        iv.add_incoming(start, pre)
         body(iv)
         nxt = b.add(iv, constant(I64, step), flags=["nuw", "nsw"])
         iv.add_incoming(nxt, b.block)
         done = self.fn.append_basic_block(f"{name}.done")
-        b.cbranch(b.icmp_unsigned("<", nxt, constant(I64, count)), head, done)
+        b.cbranch(b.icmp_unsigned("<", nxt, end), head, done)
         b.position_at_end(done)
 
     def emit(self) -> None:
@@ -150,20 +171,23 @@ class _Gemm:
                 if self.m % self.mr:
                     self.tile(constant(I64, full), j, self.m % self.mr, *block)
 
-        if self.g == 1:
-            self.loop(self.np, NR, panel, "j")
-        else:
+        b = self.b
+        count, chunk = units(self.g, self.np)
+        chunks = count // self.g
+        unit = self.fn.args[3]
+        gi = b.udiv(unit, constant(I64, chunks))
+        first = b.mul(b.urem(unit, constant(I64, chunks)), constant(I64, chunk * NR))
+        end = b.add(first, constant(I64, chunk * NR))
+        end = b.select(b.icmp_unsigned("<", end, constant(I64, self.np)), end,
+                       constant(I64, self.np))  # fmt: skip
+        if self.g > 1:
             sizes = (self.m * self.k, (self.k + self.k % 2) * self.np, self.m * self.np)
-
-            def gemm(bi: ir.Value) -> None:
-                self.ptrs = [
-                    self.gep(arg, ety, self.b.mul(bi, constant(I64, size)))
-                    for arg, ety, size in zip(self.fn.args, (I16, I16, F32), sizes)
-                ]
-                self.loop(self.np, NR, panel, "j")
-
-            self.loop(self.g, 1, gemm, "g")
-        self.b.ret_void()
+            self.ptrs = [
+                self.gep(arg, ety, b.mul(gi, constant(I64, size)))
+                for arg, ety, size in zip(self.fn.args, (I16, I16, F32), sizes)
+            ]
+        self.loop(end, NR, panel, "j", start=first)
+        b.ret_void()
 
     def gep(self, base: ir.Value, ety: ir.Type, offset: ir.Value) -> ir.Value:
         return self.b.gep(base, [offset], inbounds=True, source_etype=ety)
