@@ -253,14 +253,17 @@ def test_bf16_gemm_wired_gemm(trans_b, alpha, beta):
 
 
 @needs_bf16
-def test_bf16_gemm_wired_run_time_b_batched():
+@pytest.mark.parametrize(
+    "a_shape,b_shape", [((2, 3, 17, 9), (2, 3, 9, 33)), ((2, 5, 7), (7, 40))]
+)
+def test_bf16_gemm_wired_run_time_b(a_shape, b_shape):
     """Both operands are inputs (attention's Q·Kᵀ): B is packed by a kernel."""
     rng = np.random.default_rng(3)
-    a_shape, b_shape = (2, 3, 17, 9), (2, 3, 9, 33)
+    out_shape = [*a_shape[:-1], b_shape[-1]]
     model = _model(
         [helper.make_node("MatMul", ["a", "b"], ["y"])],
         [("a", list(a_shape)), ("b", list(b_shape))],
-        ("y", [2, 3, 17, 33]),
+        ("y", out_shape),
     )
     assert _gemm_calls(model) == 1
     a = rng.standard_normal(a_shape).astype(np.float32)
