@@ -335,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--pipeline", help="explicit pass pipeline")
     run.add_argument("--precision", default="f32", choices=["f32", "bf16", "f16"],
                      help="store weights and activations as bf16 / f16 (quant-cast; "
-                     "f32 inputs, outputs and accumulation)")
+                     "f32 inputs, outputs and accumulation; bf16 matmuls with "
+                     "constant weights use vdpbf16ps where the CPU has avx512bf16)")
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.add_argument("--tolerance", type=float, default=1e-4)

@@ -149,7 +149,9 @@ def compile(
     feature edits ("x86-64-v3", "znver5,-avx512f"; code for a CPU this one does
     not cover compiles but refuses to run); `precision` "bf16" or "f16" stores
     weights and activations in that type (quant-cast: f32 inputs, outputs and
-    arithmetic); `profile` (cpu) times every kernel
+    arithmetic; bf16 on a CPU with AVX512-BF16 also runs matmul / gemm with a
+    constant weight as vdpbf16ps GEMMs, elsewhere contractions stay f32);
+    `profile` (cpu) times every kernel
     call: `CompiledModel.profile()`; `base_dir` is the folder of the external
     data of a model given as bytes or a ModelProto (a path's is its folder);
     `constants` fixes graph inputs to values ({"sr": 16000}): they become

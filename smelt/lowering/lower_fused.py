@@ -12,6 +12,7 @@ from smelt.errors import SmeltError
 from smelt.lowering import (
     lower_conv,
     lower_matmul,
+    lower_matmul_bf16,
     lower_pool_indices,
     lower_reduce,
     lower_scan,
@@ -23,6 +24,7 @@ from smelt.lowering.lower_elementwise import SCALAR, emit_elementwise
 ANCHORS: dict[type[Operation], Anchor] = {
     **lower_conv.ANCHORS,
     **lower_matmul.ANCHORS,
+    **lower_matmul_bf16.ANCHORS,  # overrides: a bf16 GEMM call where it applies
     **lower_reduce.ANCHORS,
     **lower_pool_indices.ANCHORS,
     **lower_scan.ANCHORS,

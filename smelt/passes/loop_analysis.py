@@ -15,6 +15,9 @@ from smelt.dialects import dtypes, loop
 
 ELEMENTWISE_ATTR = "loop.elementwise"
 """Kernels whose output buffer-plan may place over an input (`buffer_plan.py`)."""
+WORK_ATTR = "loop.work"
+"""On an op inside a kernel (a `func.call` of a library routine): the ops one run of
+it stands for, in `work`'s estimate."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,8 @@ def work(block: Block) -> int:
     for op in block.ops:
         if isinstance(op, loop.ForOp):
             total += op.trip_count * work(op.body.block)
+        elif isinstance(hint := op.attributes.get(WORK_ATTR), IntegerAttr):
+            total += hint.value.data  # a call of a library routine
         elif not isinstance(op, loop.YieldOp):
             total += 1
     return total

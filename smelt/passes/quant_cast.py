@@ -15,9 +15,11 @@ What stays f32, and why no more is needed:
   accumulators (lower_reduce.py, loop_nests.reduce_axes). Only the values between
   kernels are rounded to the low type; fused chains keep f32 registers inside.
 - Ops in `KEEP_F32`, ops with regions (scan, loop bodies), ops whose shape rule
-  refuses low-precision operands and, unless `contractions=true`, contractions
-  (matmul, gemm, conv: f32 weights, see the option) keep their f32 operands (a
-  cast back to f32 is inserted for each converted one) and f32 results.
+  refuses low-precision operands and contractions without a fast 16-bit path
+  (matmul, gemm, conv: f32 weights, see the `contractions` option; on an
+  AVX512-BF16 target, bf16 matmul / gemm with a constant weight become vdpbf16ps
+  GEMM calls and are converted by default) keep their f32 operands (a cast back
+  to f32 is inserted for each converted one) and f32 results.
 
     %w = graph.constant dense<...> : tensor<4x8xf32>
     %y = graph.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
@@ -59,11 +61,13 @@ class QuantCastPass(ModulePass):
     name = "quant-cast"
 
     to: str = "bf16"
-    # Matmul / gemm / conv in 16 bits too (weights stored in `to`). Off by default:
-    # their 16-bit lowering is the unscheduled dot form (lower_matmul.py), ~300x
-    # slower than the scheduled f32 GEMM, and no vdpbf16ps micro-kernel exists yet;
-    # so contractions keep f32 weights and f32 activations (a cast up before them).
-    contractions: bool = False
+    # Matmul / gemm / conv in 16 bits too (weights stored in `to`). true: all of
+    # them; false: none (f32 weights, a cast up before them). Unset (the default):
+    # those with a fast 16-bit lowering, i.e. with to=bf16 on a `#target.cpu` with
+    # avx512bf16, matmul / gemm with a constant 2-D weight (a vdpbf16ps GEMM call,
+    # lower_matmul_bf16.py); elsewhere none, since the generic 16-bit lowering is
+    # the unscheduled dot form (lower_matmul.py), ~300x slower than the f32 GEMM.
+    contractions: bool | None = None
 
     # Ops kept in f32 whatever their operands (besides contractions above): none
     # needs it for accuracy today (every lowering accumulates in f32).
@@ -83,7 +87,13 @@ class QuantCastPass(ModulePass):
     def _keeps_f32(self, op: graph.GraphOp) -> bool:
         if isinstance(op, self.KEEP_F32) or op.regions:
             return True
-        return not self.contractions and op.ANCHOR == "contraction"
+        if op.ANCHOR != "contraction" or self.contractions:
+            return False
+        if self.contractions is None and self.to == "bf16":
+            from smelt.lowering.lower_matmul_bf16 import has_fast_path
+
+            return not has_fast_path(op)
+        return True
 
 
 class _Converter:

@@ -171,3 +171,154 @@ def test_bf16_gemm_refused_without_avx512bf16():
     assert not bf16_gemm.supported(spec)
     with pytest.raises(SmeltError, match="AVX512-BF16.*f32 compute from bf16"):
         bf16_gemm.Bf16Gemm(spec)
+
+
+# --- the bf16 GEMM wired in: precision="bf16" on an AVX512-BF16 target ------------
+
+needs_bf16 = pytest.mark.skipif(
+    not bf16_gemm.supported(), reason="host lacks AVX512-BF16"
+)
+
+
+def _bf16_round(a: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return a.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def _model(nodes, inputs, output, inits=()) -> onnx.ModelProto:
+    g = helper.make_graph(
+        nodes,
+        "m",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(output[0], TensorProto.FLOAT, output[1])],
+        [helper.make_tensor(n, TensorProto.FLOAT, a.shape, a.ravel())
+         for n, a in inits],  # fmt: skip
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _gemm_calls(model: onnx.ModelProto, cpu: str = "host") -> int:
+    module = import_graph(model)
+    spec = pipelines.with_precision(pipelines.preset("cpu", "O2", cpu=cpu), "bf16")
+    lower(module, spec)
+    return str(module).count("func.call @smelt.bf16_gemm")
+
+
+def _close(out: np.ndarray, ref: np.ndarray) -> None:
+    # bf16 inputs, f32 sums, a bf16 result: about 2^-8 relative to the scale
+    scale = np.abs(ref).max() + 1e-6
+    np.testing.assert_allclose(out, ref, rtol=1e-2, atol=1e-2 * scale)
+
+
+@needs_bf16
+@pytest.mark.parametrize(
+    "lead,k,n", [((1,), 1, 1), ((3,), 5, 7), ((13,), 33, 47), ((2, 9), 64, 96)]
+)
+def test_bf16_gemm_wired_matmul_odd_shapes(lead, k, n):
+    rng = np.random.default_rng(k * 100 + n)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    model = _model(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]),
+         helper.make_node("Add", ["h", "b"], ["h1"]),
+         helper.make_node("Relu", ["h1"], ["y"])],
+        [("x", [*lead, k])],
+        ("y", [*lead, n]),
+        [("w", w), ("b", bias)],
+    )  # fmt: skip
+    assert _gemm_calls(model) == 1
+    x = rng.standard_normal((*lead, k)).astype(np.float32)
+    out = smelt.compile(model, precision="bf16").run({"x": x})["y"]
+    ref = np.maximum(_bf16_round(x) @ _bf16_round(w) + _bf16_round(bias), 0)
+    _close(out, ref)
+
+
+@needs_bf16
+@pytest.mark.parametrize("trans_b,alpha,beta", [(0, 1.0, 1.0), (1, 0.5, 2.0)])
+def test_bf16_gemm_wired_gemm(trans_b, alpha, beta):
+    rng = np.random.default_rng(7)
+    m, k, n = 11, 37, 45
+    w = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c = rng.standard_normal(n).astype(np.float32)
+    node = helper.make_node(
+        "Gemm", ["x", "w", "c"], ["y"], transB=trans_b, alpha=alpha, beta=beta
+    )
+    model = _model([node], [("x", [m, k])], ("y", [m, n]), [("w", w), ("c", c)])
+    assert _gemm_calls(model) == 1
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    out = smelt.compile(model, precision="bf16").run({"x": x})["y"]
+    wt = _bf16_round(w.T if trans_b else w)
+    _close(out, alpha * (_bf16_round(x) @ wt) + beta * _bf16_round(c))
+
+
+@needs_bf16
+@pytest.mark.parametrize(
+    "a_shape,b_shape", [((2, 3, 17, 9), (2, 3, 9, 33)), ((2, 5, 7), (7, 40))]
+)
+def test_bf16_gemm_wired_run_time_b(a_shape, b_shape):
+    """Both operands are inputs (attention's Q·Kᵀ): B is packed by a kernel."""
+    rng = np.random.default_rng(3)
+    out_shape = [*a_shape[:-1], b_shape[-1]]
+    model = _model(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        [("a", list(a_shape)), ("b", list(b_shape))],
+        ("y", out_shape),
+    )
+    assert _gemm_calls(model) == 1
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    out = smelt.compile(model, precision="bf16").run({"a": a, "b": b})["y"]
+    _close(out, _bf16_round(a) @ _bf16_round(b))
+
+
+@needs_bf16
+def test_bf16_mlp_cosine():
+    import models
+
+    model = models.mlp_gelu_model()
+    x = np.random.default_rng(4).standard_normal((64, 1024)).astype(np.float32)
+    assert _gemm_calls(model) == 2
+    ref = smelt.compile(model).run({"x": x})["y"]
+    out = smelt.compile(model, precision="bf16").run({"x": x})["y"]
+    assert cosine(out, ref) >= 0.999
+
+
+def test_quant_cast_converts_fast_contractions_by_default():
+    """On an avx512bf16 target quant-cast makes matmuls with a bf16 GEMM path bf16;
+    without the feature (or with contractions=false) they stay f32."""
+    for cpu, expected in [
+        ("znver5", dtypes.bf16),
+        ("znver5,-avx512bf16", dtypes.f32),
+    ]:
+        module = import_graph(small_encoder())
+        attach = pipelines.preset("cpu", "O0", cpu=cpu).split(",")[0]
+        lower(module, f"{attach},graph-fold-constants,quant-cast{{to=bf16}}")
+        ops = list(next(iter(module.ops)).body.block.ops)
+        (mm,) = [op for op in ops if isinstance(op, graph.MatMulOp)]
+        assert graph.element_type_of(mm.rhs) == expected, cpu
+    module = import_graph(small_encoder())
+    lower(
+        module,
+        f'target-attach-cpu{{cpu="znver5"}},graph-fold-constants,'
+        "quant-cast{to=bf16 contractions=false}",
+    )
+    (mm,) = [op for op in module.walk() if isinstance(op, graph.MatMulOp)]
+    assert graph.element_type_of(mm.rhs) == dtypes.f32
+
+
+def test_bf16_fallback_without_avx512bf16():
+    """cpu="znver5,-avx512bf16": no GEMM call, f32 contractions, same answer."""
+    import models
+
+    model = models.mlp_gelu_model(batch=5, d_in=33, hidden=70, d_out=9)
+    cpu = "znver5,-avx512bf16"
+    assert _gemm_calls(model, cpu) == 0
+    x = np.random.default_rng(5).standard_normal((5, 33)).astype(np.float32)
+    ref = smelt.compile(model).run({"x": x})["y"]
+    try:
+        low = smelt.compile(model, precision="bf16", cpu=cpu)
+        out = low.run({"x": x})["y"]
+    except SmeltError as e:  # a host that cannot run znver5 code
+        pytest.skip(str(e))
+    assert cosine(out, ref) >= 0.999

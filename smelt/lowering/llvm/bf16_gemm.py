@@ -10,11 +10,12 @@ and the pair A[m, 2p], A[m, 2p + 1] is one 32-bit broadcast. The micro-tile is
 MR rows × 32 columns (2·MR zmm accumulators); the loops run column panels outside
 rows, so a panel of Bp (K · 32 · 2 bytes) stays in L2 across all rows.
 
-Not wired into the pipeline yet: `graph.matmul` / `graph.gemm` on bf16 still lower
-through lower_matmul.py (and quant-cast keeps contractions in f32 by default). The
-wiring would be a loop-level op for this call plus a weight-packing rule.
-Shapes are padded by the caller (`Bf16Gemm.__call__`): M to MR, N to 32, K to even,
-with zeros (a zero pair adds nothing; padded A rows are never read back).
+The pipeline's version of this kernel is llvm/emit_bf16_gemm.py (shape-specialized,
+k-blocked, M/K tails inside, batched), called from the kernels that
+lowering/lower_matmul_bf16.py builds; this file keeps the standalone kernel,
+`pack_b` (which that lowering uses for constant weights) and `supported`.
+Here, shapes are padded by the caller (`Bf16Gemm.__call__`): M to MR, N to 32, K to
+even, with zeros (a zero pair adds nothing; padded A rows are never read back).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from smelt.lowering.llvm.emit_kernel import (
     OpEmitter,
     declare_kernel,
 )
+from smelt.lowering.llvm import emit_bf16_gemm
 from smelt.lowering.llvm.emit_math import MATH_EMITTERS
 from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS, STATUS_GLOBAL
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
@@ -62,6 +63,7 @@ OP_EMITTERS: dict[str, OpEmitter] = {
     **MATH_EMITTERS,
     **MEMORY_EMITTERS,
     **VECTOR_EMITTERS,
+    **emit_bf16_gemm.EMITTERS,
 }
 """Op name → emitter: the ops the llvm target supports inside kernels."""
 

@@ -74,6 +74,7 @@ BF16_OPS = frozenset(
         "vector.insert",
         "memref.alloca",
         "loop.view",
+        "func.call",  # @smelt.bf16_gemm (emit_bf16_gemm.py)
     ]
 )
 """Ops that may touch bf16 values, which the llvm target holds as i16 bits."""

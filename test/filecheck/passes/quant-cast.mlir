@@ -1,6 +1,9 @@
 // RUN: smelt-opt %s -p 'quant-cast{to=bf16 contractions=true}' | filecheck %s
 // RUN: smelt-opt %s -p 'quant-cast{to=f16 contractions=true}' | filecheck %s --check-prefix=F16
 // RUN: smelt-opt %s -p 'quant-cast{to=bf16}' | filecheck %s --check-prefix=DEF
+// RUN: smelt-opt %s -p 'target-attach-cpu{cpu="znver5" features="-avx512bf16"},quant-cast{to=bf16}' | filecheck %s --check-prefix=DEF
+// RUN: smelt-opt %s -p 'target-attach-cpu{cpu="znver5"},quant-cast{to=bf16}' | filecheck %s --check-prefix=BF16CPU
+// RUN: smelt-opt %s -p 'target-attach-cpu{cpu="znver5"},quant-cast{to=bf16 contractions=false}' | filecheck %s --check-prefix=DEF
 
 // Weights become bf16 constants, the f32 input is cast down once, every op computes
 // on bf16 storage (softmax / layer-norm statistics are f32 registers inside their
@@ -13,8 +16,12 @@
 // CHECK: %[[N:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[S]], %{{.*}}, %{{.*}} {{.*}} -> (tensor<2x4xbf16>, tensor<2x1xbf16>, tensor<2x1xbf16>)
 // CHECK: %[[R:.*]] = graph.cast %[[N]] {to = f32} : (tensor<2x4xbf16>) -> tensor<2x4xf32>
 // CHECK: func.return %[[R]] : tensor<2x4xf32>
-// By default contractions keep f32 weights and compute (no fast 16-bit GEMM yet):
-// the matmul's result is cast down for the ops after it.
+// By default contractions keep f32 weights and compute where no fast 16-bit GEMM
+// exists (no #target.cpu, or one without avx512bf16): the matmul's result is cast
+// down for the ops after it. With avx512bf16 a matmul by a constant becomes bf16
+// (lower_matmul_bf16.py makes it a vdpbf16ps GEMM call).
+// BF16CPU-LABEL: func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32>
+// BF16CPU: graph.matmul {{.*}} : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
 // DEF-LABEL: func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32>
 // DEF: %[[W:.*]] = graph.constant dense<1.500000e+00> : tensor<4x4xf32>
 // DEF: %[[Y:.*]] = graph.matmul %x, %[[W]] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>

@@ -1,0 +1,220 @@
+"""bf16 matmul / gemm → a call of the AVX512-BF16 GEMM (llvm/emit_bf16_gemm.py).
+
+When the module's `#target.cpu` has avx512bf16, a bf16 `graph.matmul` of a rank
+>= 2 A by a 2-D B (or by a B with A's batch dims), or a bf16 `graph.gemm` without
+trans_a, gets the kernel
+
+    loop.for %u = 0 to U parallel {                 // f32 C = A @ B, vdpbf16ps,
+      func.call @smelt.bf16_gemm(%a, %bp, %scratch, %u)  // a band of C per %u
+    }
+    loop.for ...: write(epilogue(scratch[g, m, n]))  // bias, gelu, cast, ...
+
+`%bp` is B packed in pairs along k (`bf16_gemm.pack_b`): a new `loop.constant`
+packed at compile time for a constant B, else the output of a `bf16_pack` kernel
+run before; `%scratch` an f32 [G, M, Np] buffer of @main; A is read in place
+(the GEMM handles every M, K tail; N pads to Np in bp and scratch). Anything
+else — another target, f32 operands, a fused prologue on A or B, broadcast
+batches — lowers through lower_matmul.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from smelt.dialects import dtypes, graph, loop, target
+from smelt.errors import SmeltError
+from smelt.lowering import lower_matmul
+from smelt.lowering.kernel_io import Anchor, KernelIO
+from smelt.lowering.llvm.bf16_gemm import FEATURE, NR, pack_b
+from smelt.lowering.llvm.emit_bf16_gemm import CALLEE, units
+from smelt.lowering.loop_builder import Index, KernelBuilder
+from smelt.lowering.loop_context import LoweringContext
+from smelt.lowering.loop_nests import broadcast_index
+from smelt.lowering.scalar_ops import Arith, memref_type
+from smelt.passes.loop_analysis import WORK_ATTR
+from smelt.targets.cpu_spec import CpuSpec
+
+
+def has_fast_path(op: Operation) -> bool:
+    """Whether `op` is a matmul / gemm this file lowers once its operands are
+    bf16, on a CPU target with avx512bf16: a gemm without trans_a and with a
+    constant B, or a matmul of a rank >= 2 A by a 2-D B, or by a B with A's own
+    batch dims. quant-cast asks it too."""
+    if not _target_has_bf16(op):
+        return False
+    return _plan(op) is not None and (
+        not isinstance(op, graph.GemmOp) or isinstance(op.rhs.owner, graph.ConstantOp)
+    )
+
+
+def _plan(op: Operation) -> tuple[int, int] | None:
+    """(G, M): the GEMM count and rows of `op` on this path, or None."""
+    ls, rs = graph.shape_of(op.lhs), graph.shape_of(op.rhs)
+    if isinstance(op, graph.GemmOp):
+        return None if op.attr("trans_a") else (1, ls[0])
+    if not isinstance(op, graph.MatMulOp) or len(ls) < 2 or len(rs) < 2:
+        return None
+    if len(rs) == 2:
+        return 1, int(np.prod(ls[:-1]))
+    if ls[:-2] != rs[:-2]:
+        return None
+    return int(np.prod(ls[:-2])), ls[-2]
+
+
+def _target_has_bf16(op: Operation) -> bool:
+    module = op.get_toplevel_object()
+    attr = target.cpu_target(module) if isinstance(module, ModuleOp) else None
+    return attr is not None and CpuSpec.from_attr(attr).has(FEATURE)
+
+
+def _bf16(op: Operation) -> bool:
+    values = [*op.operands[:2], op.results[0]]
+    return all(graph.element_type_of(v) == dtypes.bf16 for v in values)
+
+
+def prepare(
+    ctx: LoweringContext, op: Operation, operand_buffer: Callable[[int], SSAValue]
+) -> list[SSAValue]:
+    """[packed B, f32 scratch] when the fast path applies, else []."""
+    plan = _plan(op)
+    if plan is None or not _bf16(op) or not _target_has_bf16(op):
+        return []
+    if 0 in (*graph.shape_of(op.lhs), *graph.shape_of(op.rhs)):
+        return []  # nothing to multiply: the generic lowering writes the zeros
+    try:
+        operand_buffer(0)
+        w = operand_buffer(1)
+    except SmeltError:  # a fused prologue computes A or B: the generic lowering
+        return []
+    trans_b = isinstance(op, graph.GemmOp) and bool(op.attr("trans_b"))
+    if isinstance(w.owner, loop.ConstantOp):
+        weight = graph.dense_to_array(w.owner.value)
+        weight = weight.T if trans_b else weight
+        if weight.ndim == 2:
+            packed = pack_b(weight)
+        else:  # one packed B per GEMM of the batch
+            mats = weight.reshape(-1, *weight.shape[-2:])
+            packed = np.stack([pack_b(b) for b in mats])
+        value = graph.ConstantOp.from_array(packed).value
+        memref = memref_type(value.type)  # type: ignore[arg-type]
+        wp = ctx.emit(loop.ConstantOp(value, memref))
+    elif isinstance(op, graph.MatMulOp):
+        wp = _pack_at_run_time(ctx, w)
+    else:
+        return []
+    g, m = plan
+    np_ = _shape(wp)[-2]
+    return [wp, ctx.alloc(MemRefType(dtypes.f32, [g, m, np_]))]
+
+
+def _pack_at_run_time(ctx: LoweringContext, w: SSAValue) -> SSAValue:
+    """A kernel packing bf16 B[..., K, N] into Bp[G?, Kh, Np, 2] (`pack_b`'s layout;
+    3-D for a 2-D B), zeros past K and N."""
+    shape = _shape(w)
+    kk, n = shape[-2:]
+    g = int(np.prod(shape[:-2]))
+    kh, np_ = (kk + 1) // 2, -(-n // NR) * NR
+    packed_shape = ([g] if len(shape) > 2 else []) + [kh, np_, 2]
+    packed = ctx.alloc(MemRefType(dtypes.bf16, packed_shape))
+    k = ctx.kernel("bf16_pack", [w], [packed])
+    zero = k.constant(0.0, dtypes.bf16)
+    with k.nest(packed_shape) as ivs:
+        *batch, p, j, t = ivs
+        row = k.affine([(p, 2), (t, 1)])
+        ok = k.op(arith.AndIOp, k.cmp_index(row, "slt", kk), k.cmp_index(j, "slt", n))
+        src = [*_unflatten(k, batch, shape[:-2]), k.clamp(row, 0, kk - 1),
+               k.clamp(j, 0, n - 1)]  # fmt: skip
+        value = k.op(arith.SelectOp, ok, k.load(k.inputs[0], src), zero)
+        k.store(value, k.outputs[0], ivs)
+    return packed
+
+
+def _unflatten(k: KernelBuilder, batch: list[Index], dims: list[int]) -> list[Index]:
+    """B's batch indices from the packed buffer's one flat batch index."""
+    if not batch:
+        return []
+    (flat,) = batch
+    out, stride = [], int(np.prod(dims))
+    for d in dims:
+        stride //= d
+        q = k.op(arith.DivUIOp, flat, k.index(stride)) if stride > 1 else flat
+        out.append(k.op(arith.RemUIOp, q, k.index(d)) if d > 1 else k.index(0))
+    return out
+
+
+def _shape(buffer: SSAValue) -> list[int]:
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    return list(t.get_shape())
+
+
+def _emit_call(io: KernelIO) -> SSAValue:
+    """A parallel loop over the GEMM's units (bands of columns), one call each."""
+    a = io.operand_buffer(0)
+    wp, scratch = io.extra
+    g, m, np_ = _shape(scratch)
+    count, chunk = units(g, np_)
+    kk = _shape(a)[-1]
+    with io.k.loop(count) as u:
+        call = func.CallOp(CALLEE, [a, wp, scratch, u], [])
+        # vector ops per call: 2·MR dp per MR rows, k pair and panel
+        call.attributes[WORK_ATTR] = IntegerAttr(m * chunk * (kk + 1), 64)
+        io.k.emit(call)
+    return scratch
+
+
+def emit_matmul(io: KernelIO, op: graph.MatMulOp) -> None:
+    if len(io.extra) != 2:
+        lower_matmul.emit_matmul(io, op)
+        return
+    scratch = _emit_call(io)
+    out = graph.shape_of(op.result)
+    k = io.k
+    shared = len(graph.shape_of(op.rhs)) == 2
+    with k.nest(list(out)) as ivs:
+        if shared:  # one GEMM: the leading dims flatten into M
+            index = [k.index(0), k.affine(_row_terms(ivs[:-1], out[:-1])), ivs[-1]]
+        else:
+            index = [k.affine(_row_terms(ivs[:-2], out[:-2])), *ivs[-2:]]
+        io.write(0, k.load_value(scratch, index), ivs)
+
+
+def _row_terms(ivs: list[Index], dims: list[int]) -> list[tuple[Index, int]]:
+    """Row-major flattening of ivs over dims."""
+    terms, stride = [], 1
+    for iv, d in reversed(list(zip(ivs, dims))):
+        terms.append((iv, stride))
+        stride *= d
+    return terms[::-1]
+
+
+def emit_gemm(io: KernelIO, op: graph.GemmOp) -> None:
+    if len(io.extra) != 2:
+        lower_matmul.emit_gemm(io, op)
+        return
+    scratch = _emit_call(io)
+    k = io.k
+    a = Arith(k, graph.element_type_of(op.lhs))
+    m, n = graph.shape_of(op.result)
+    alpha, beta = op.attr("alpha"), op.attr("beta")
+    c_shape = graph.shape_of(op.addend)
+    with k.nest([m, n]) as (i, j):
+        acc = k.load_value(scratch, [k.index(0), i, j])
+        if alpha != 1.0:
+            acc = a.mul(acc, a.const(alpha))
+        if beta != 0.0:
+            term = io.read(2, broadcast_index(k, [i, j], c_shape))
+            acc = a.add(acc, term if beta == 1.0 else a.mul(term, a.const(beta)))
+        io.write(0, acc, [i, j])
+
+
+ANCHORS: dict[type[Operation], Anchor] = {
+    graph.MatMulOp: Anchor(emit_matmul, prepare),  # type: ignore[arg-type]
+    graph.GemmOp: Anchor(emit_gemm, prepare),  # type: ignore[arg-type]
+}
+"""Overrides lower_matmul.ANCHORS: the fast path where `prepare` finds one."""
