@@ -77,7 +77,7 @@ class SmeltOptMain(xDSLOptMain):
 
     def apply_passes(self, prog: ModuleOp) -> None:
         """The pipeline through smelt's driver: its dumps, timing, statistics and
-        crash reproducer; the IR is verified after each pass (not with
+        crash reproducer; the IR is verified before and after each pass (not with
         --disable-verify) and diagnostics reach --verify-diagnostics."""
         from smelt.compiler.cli import dump_options
         from smelt.compiler.driver import lower
@@ -87,8 +87,8 @@ class SmeltOptMain(xDSLOptMain):
         if self.args.print_between_passes:
             options = replace(options, print_after_all=True)
 
-        def verify(previous, module: ModuleOp, _following) -> None:
-            if previous is not None and not self.args.disable_verify:
+        def verify(_previous, module: ModuleOp, _following) -> None:
+            if not self.args.disable_verify:  # as xDSL's driver: the input too
                 module.verify()
 
         lower(
