@@ -38,7 +38,9 @@ class InternalError(SmeltError):
 
 
 @contextmanager
-def internal_errors(stage: str, note: Callable[[], str] | None = None) -> Iterator[None]:
+def internal_errors(
+    stage: str, note: Callable[[], str] | None = None
+) -> Iterator[None]:
     """Turns any exception other than a SmeltError raised in `stage` into an
     InternalError that says where it happened and asks for a report; `note`
     (called then) adds a sentence, such as where a crash reproducer lies."""

@@ -135,7 +135,9 @@ def non_negative(text: str) -> int:
     return value
 
 
-def add_dump_arguments(parser: argparse.ArgumentParser, time_passes: bool = True) -> None:
+def add_dump_arguments(
+    parser: argparse.ArgumentParser, time_passes: bool = True
+) -> None:
     """mlir-opt's flags that show what each pass did (`smelt run / report`,
     `smelt-opt`); `time_passes=False` where the parser has --time-passes."""
     group = parser.add_argument_group("pass instrumentation (IR dumps go to stderr)")

@@ -53,10 +53,6 @@ class DumpOptions:
                 f"{', '.join(unknown)}: see smelt-opt --help for the pass names"
             )
 
-    @property
-    def prints_after(self) -> bool:
-        return self.print_after_all or self.print_after_change or bool(self.print_after)
-
 
 @dataclass
 class PassRecord:
@@ -126,7 +122,9 @@ class Instrumentation:
     """The callback `driver.lower` runs between passes (`start` before the first,
     `finish` after the last, `crashed` when a pass raised a bug)."""
 
-    def __init__(self, options: DumpOptions | None = None, stream: IO[str] | None = None):
+    def __init__(
+        self, options: DumpOptions | None = None, stream: IO[str] | None = None
+    ) -> None:
         self.options = options or DumpOptions()
         self.stream = stream if stream is not None else sys.stderr
         self.records: list[PassRecord] = []
@@ -141,14 +139,20 @@ class Instrumentation:
 
     # -- the pipeline's life -------------------------------------------------
 
-    def start(self, module: ModuleOp, spec: str, passes: Sequence[ModulePass],
-              source: str = "input") -> None:
+    def start(
+        self,
+        module: ModuleOp,
+        spec: str,
+        passes: Sequence[ModulePass],
+        source: str = "input",
+    ) -> None:
         """Before the first pass: `source` names the input in dump files."""
         from smelt.universe import SMELT_UNIVERSE
 
         self.options.check(list(SMELT_UNIVERSE.all_passes))
         self._passes = list(passes)
         self._source = source
+        self.records_done = 0
         specs = pass_specs(spec)
         self.records = [
             PassRecord(i + 1, p.name, s)
@@ -163,8 +167,12 @@ class Instrumentation:
             self._last = _fingerprint(module)
         self._stats_now = _stats(module) if self.options.statistics else None
 
-    def __call__(self, previous: ModulePass | None, module: ModuleOp,
-                 following: ModulePass | None) -> None:
+    def __call__(
+        self,
+        previous: ModulePass | None,
+        module: ModuleOp,
+        following: ModulePass | None,
+    ) -> None:
         now = time.perf_counter()
         done = self.records_done
         if previous is not None and done < len(self.records):
@@ -186,8 +194,8 @@ class Instrumentation:
             now = _fingerprint(module)
             record.changed = not _same(now, self._last)
             self._last = now
-            show = (show or not (options.print_after_all or options.print_after))
-            show = show and record.changed
+            alone = not (options.print_after_all or options.print_after)
+            show = (show or alone) and record.changed
         if show:
             self._print("After", record.name, module)
         if options.dump_dir:

@@ -66,7 +66,9 @@ def test_print_after_all_before_and_after(model_path, capsys):
     )
     headers = HEADER.findall(capsys.readouterr().err)
     assert headers == [
-        ("After", "graph-simplify"), ("After", "graph-simplify"), ("Before", "graph-fuse")
+        ("After", "graph-simplify"),
+        ("After", "graph-simplify"),
+        ("Before", "graph-fuse"),
     ]
 
 
