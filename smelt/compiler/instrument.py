@@ -222,15 +222,20 @@ class Instrumentation:
         try:
             os.makedirs(self.options.dump_dir, exist_ok=True)
         except OSError as e:
-            raise SmeltError(f"cannot create --dump-dir '{self.options.dump_dir}': {e}")
+            raise SmeltError(
+                f"cannot create --dump-dir '{self.options.dump_dir}': {e}"
+            ) from None
 
     def _dump(self, index: int, name: str, module: ModuleOp) -> None:
         width = max(3, len(str(len(self.records))))
         path = os.path.join(self.options.dump_dir, f"{index:0{width}d}-{name}.mlir")
         header = f"// {name}" + (
             f": {self.records[index - 1].spec}" if index else "") + "\n"
-        with open(path, "w") as f:
-            f.write(header + module_text(module, self.options.print_constants))
+        try:
+            with open(path, "w") as f:
+                f.write(header + module_text(module, self.options.print_constants))
+        except OSError as e:
+            raise SmeltError(f"cannot write the dump '{path}': {e}") from None
 
     def format_times(self) -> str:
         total = sum(r.seconds for r in self.records) or 1e-12
