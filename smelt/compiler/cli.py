@@ -136,10 +136,10 @@ def non_negative(text: str) -> int:
 
 
 def add_dump_arguments(
-    parser: argparse.ArgumentParser, time_passes: bool = True
+    parser: argparse.ArgumentParser, smelt_opt: bool = False
 ) -> None:
     """mlir-opt's flags that show what each pass did (`smelt run / report`,
-    `smelt-opt`); `time_passes=False` where the parser has --time-passes."""
+    `smelt-opt`, whose parser has --time-passes and --print-constants already)."""
     group = parser.add_argument_group("pass instrumentation (IR dumps go to stderr)")
     group.add_argument("--print-ir-after-all", action="store_true",
                        help="print the IR after every pass")
@@ -154,9 +154,12 @@ def add_dump_arguments(
     group.add_argument("--dump-dir", metavar="DIR", help="write the IR before the "
                        "first pass and after each one to DIR/000-import.mlir, "
                        "DIR/001-PASS.mlir, …")
-    if time_passes:
+    if not smelt_opt:
         group.add_argument("--time-passes", action="store_true",
                            help="print the wall time of every pass")
+        group.add_argument("--print-constants", action="store_true",
+                           help="dumps print large constants in full (then they "
+                           "parse back)")
     group.add_argument("--time-passes-json", metavar="FILE",
                        help="write every pass's time (and statistics) as JSON")
     group.add_argument("--pass-statistics", action="store_true",
@@ -165,7 +168,7 @@ def add_dump_arguments(
                        "pass's input IR goes (default: a temporary file)")
 
 
-def dump_options(args: argparse.Namespace, print_constants: bool = False):
+def dump_options(args: argparse.Namespace):
     """The DumpOptions of the flags `add_dump_arguments` added."""
     from smelt.compiler.instrument import DumpOptions
 
@@ -181,7 +184,7 @@ def dump_options(args: argparse.Namespace, print_constants: bool = False):
         time_passes=args.time_passes,
         time_json=args.time_passes_json,
         statistics=args.pass_statistics,
-        print_constants=print_constants,
+        print_constants=args.print_constants,
         reproducer_path=args.reproducer,
     )
 

@@ -254,13 +254,28 @@ class Instrumentation:
         return "\n".join(lines) + "\n"
 
     def format_statistics(self) -> str:
-        from smelt.compiler.report import Stats, format_rows
+        """Per pass: each count as before→after where the pass changed it."""
 
-        rows = []
-        if self.records and self.records[0].before is not None:
-            rows.append((f"({self._source})", Stats(**self.records[0].before)))
-        rows += [(r.name, Stats(**r.after)) for r in self.records if r.after]
-        return "Pass statistics (after each pass)\n" + format_rows(rows) + "\n"
+        def cell(record: PassRecord, key: str, scale: float = 1.0) -> str:
+            digits = 0 if scale == 1.0 else 2
+            a, b = (
+                f"{s[key] / scale:.{digits}f}" for s in (record.before, record.after)
+            )
+            return b if a == b else f"{a}→{b}"
+
+        head = f"  {'ops':>11} {'kernels':>11} {'MB written':>13} {'MB read':>13}  pass"
+        lines = ["Pass statistics (graph ops or calls, kernels, intermediate "
+                 "MB written / read back; before→after where a pass changed them)",
+                 head]
+        for r in self.records:
+            if r.before is None or r.after is None:
+                continue
+            lines.append(
+                f"  {cell(r, 'ops'):>11} {cell(r, 'kernels'):>11} "
+                f"{cell(r, 'bytes_written', 1e6):>13} {cell(r, 'bytes_read', 1e6):>13}"
+                f"  {r.spec}"
+            )
+        return "\n".join(lines) + "\n"
 
     def write_json(self, path: str) -> None:
         data = {

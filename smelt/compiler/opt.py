@@ -60,7 +60,7 @@ class SmeltOptMain(xDSLOptMain):
         )
         from smelt.compiler.cli import add_dump_arguments
 
-        add_dump_arguments(arg_parser, time_passes=False)  # xDSL has --time-passes
+        add_dump_arguments(arg_parser, smelt_opt=True)
 
     def setup_pipeline(self) -> None:
         if self.args.constant:
@@ -83,7 +83,7 @@ class SmeltOptMain(xDSLOptMain):
         from smelt.compiler.driver import lower
         from smelt.compiler.instrument import Instrumentation
 
-        options = dump_options(self.args, self.args.print_constants)
+        options = dump_options(self.args)
         if self.args.print_between_passes:
             options = replace(options, print_after_all=True)
 

@@ -31,9 +31,9 @@
 // TIME:      graph-simplify
 // TIME-NEXT: graph-fuse
 // TIME:      Pass statistics
-// TIME:      (input) 3 2
-// TIME-NEXT: graph-simplify 2 2
-// TIME-NEXT: graph-fuse 2 1
+// TIME:      ops kernels MB written MB read pass
+// TIME-NEXT: 3→2 2 0.00 0.00 graph-simplify
+// TIME-NEXT: 2 2→1 0.00 0.00 graph-fuse
 
 // BAD: smelt-opt: error: --print-ir-before/--print-ir-after name unknown passes graph-fusion
 
