@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import smelt
 from smelt.compiler import cli, opt, pipelines
-from smelt.compiler.instrument import DumpOptions, pass_specs
+from smelt.compiler.instrument import pass_specs
 from smelt.passes.buffer_plan import BufferPlanPass
 from smelt.passes.graph_fuse import GraphFusePass
 
@@ -47,7 +47,7 @@ def _names(spec: str) -> list[str]:
 
 def test_dump_dir_writes_one_numbered_file_per_pass(model_path, tmp_path):
     out = tmp_path / "dumps"
-    model = smelt.compile(model_path, dump=DumpOptions(dump_dir=str(out)))
+    model = smelt.compile(model_path, dump=smelt.DumpOptions(dump_dir=str(out)))
     names = ["import", *_names(model.info["pipeline"])]
     files = sorted(p.name for p in out.iterdir())
     assert files == [f"{i:03d}-{n}.mlir" for i, n in enumerate(names)]
@@ -57,12 +57,15 @@ def test_dump_dir_writes_one_numbered_file_per_pass(model_path, tmp_path):
 
 def test_print_after_all_before_and_after(model_path, capsys):
     spec = pipelines.preset("cpu", "O1")
-    smelt.compile(model_path, pipeline=spec, dump=DumpOptions(print_after_all=True))
+    dump = smelt.DumpOptions(print_after_all=True)
+    smelt.compile(model_path, pipeline=spec, dump=dump)
     headers = HEADER.findall(capsys.readouterr().err)
     assert headers == [("After", n) for n in _names(spec)]
     smelt.compile(
         model_path, pipeline=spec,
-        dump=DumpOptions(print_before=("graph-fuse",), print_after=("graph-simplify",)),
+        dump=smelt.DumpOptions(
+            print_before=("graph-fuse",), print_after=("graph-simplify",)
+        ),
     )
     headers = HEADER.findall(capsys.readouterr().err)
     assert headers == [
@@ -75,7 +78,8 @@ def test_print_after_all_before_and_after(model_path, capsys):
 def test_print_after_change_skips_passes_that_did_nothing(model_path, capsys):
     spec = ("graph-fold-batchnorm,graph-simplify,graph-simplify,graph-fuse,"
             "convert-graph-to-loop,buffer-plan")
-    smelt.compile(model_path, pipeline=spec, dump=DumpOptions(print_after_change=True))
+    dump = smelt.DumpOptions(print_after_change=True)
+    smelt.compile(model_path, pipeline=spec, dump=dump)
     headers = [n for _, n in HEADER.findall(capsys.readouterr().err)]
     # target-attach-cpu (added by the cpu target) sets the target: a change
     assert headers == ["target-attach-cpu", "graph-simplify", "graph-fuse",
@@ -86,7 +90,7 @@ def test_time_passes_table_and_json(model_path, tmp_path, capsys):
     path = tmp_path / "times.json"
     model = smelt.compile(
         model_path,
-        dump=DumpOptions(time_passes=True, time_json=str(path), statistics=True),
+        dump=smelt.DumpOptions(time_passes=True, time_json=str(path), statistics=True),
     )
     err = capsys.readouterr().err
     assert "Pass execution time report" in err and "Pass statistics" in err
@@ -155,7 +159,7 @@ def test_reproducer_replays_the_crash(model_path, tmp_path, monkeypatch, capsys,
     monkeypatch.setattr(cls, "apply", _broken)
     path = tmp_path / "repro.mlir"
     with pytest.raises(smelt.InternalError) as e:
-        smelt.compile(model_path, dump=DumpOptions(reproducer_path=str(path)))
+        smelt.compile(model_path, dump=smelt.DumpOptions(reproducer_path=str(path)))
     message = str(e.value)
     assert f"internal error in pass {name}: ZeroDivisionError: a bug" in message
     argv = _replay_command(message)
