@@ -176,13 +176,23 @@ def test_reproducer_replays_the_crash(model_path, tmp_path, monkeypatch, capsys,
     assert opt.main(argv) == 0
 
 
-def test_cli_prints_the_replay_command_on_one_line(model_path, monkeypatch, capsys):
+def test_cli_prints_the_replay_command_on_one_line(
+    model_path, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setattr(GraphFusePass, "apply", _broken)
     assert cli.main(["run", model_path]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "reproduce with: smelt-opt " in err
     path = _replay_command(err.strip())[0]
     assert "graph.matmul" in open(path).read()
+    chosen = tmp_path / "crash.mlir"
+    assert cli.main(["report", model_path, "--reproducer", str(chosen)]) == 1
+    argv = _replay_command(capsys.readouterr().err.strip())
+    assert argv[:3] == [str(chosen), "-p", "graph-fuse"]
+    assert opt.main([*argv, "--reproducer", str(tmp_path / "again.mlir")]) == 1
+    assert (tmp_path / "again.mlir").read_text().splitlines()[2:] == (
+        chosen.read_text().splitlines()[2:]
+    )  # smelt-opt's own reproducer holds the same IR
 
 
 def test_smelt_pipelines_strings_run_in_smelt_opt(model_path, capsys):
