@@ -25,10 +25,15 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module("smelt.quantize")
+    if name == "DumpOptions":  # compile(..., dump=smelt.DumpOptions(...))
+        from smelt.compiler.instrument import DumpOptions
+
+        return DumpOptions
     raise AttributeError(f"module 'smelt' has no attribute '{name}'")
 
 
 __all__ = [
+    "DumpOptions",
     "InternalError",
     "InvalidInput",
     "InvalidModel",

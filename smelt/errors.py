@@ -5,7 +5,7 @@ the CLIs: a bug inside smelt becomes an `InternalError` naming the stage."""
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -38,9 +38,12 @@ class InternalError(SmeltError):
 
 
 @contextmanager
-def internal_errors(stage: str) -> Iterator[None]:
+def internal_errors(
+    stage: str, note: Callable[[], str] | None = None
+) -> Iterator[None]:
     """Turns any exception other than a SmeltError raised in `stage` into an
-    InternalError that says where it happened and asks for a report."""
+    InternalError that says where it happened and asks for a report; `note`
+    (called then) adds a sentence, such as where a crash reproducer lies."""
     try:
         yield
     except SmeltError:
@@ -51,9 +54,11 @@ def internal_errors(stage: str) -> Iterator[None]:
             "machine has free"
         ) from None
     except Exception as e:  # noqa: BLE001 (the point: nothing else escapes)
+        details = traceback.format_exc()
+        extra = note() if note is not None else ""
         raise InternalError(
             f"internal error in {stage}: {type(e).__name__}: {e} — this is a bug in "
             "smelt; please report it with the model (rerun with --debug for the "
-            "traceback)",
-            traceback.format_exc(),
+            "traceback)" + (f"; {extra}" if extra else ""),
+            details,
         ) from e

@@ -135,6 +135,60 @@ def non_negative(text: str) -> int:
     return value
 
 
+def add_dump_arguments(
+    parser: argparse.ArgumentParser, smelt_opt: bool = False
+) -> None:
+    """mlir-opt's flags that show what each pass did (`smelt run / report`,
+    `smelt-opt`, whose parser has --time-passes and --print-constants already)."""
+    group = parser.add_argument_group("pass instrumentation (IR dumps go to stderr)")
+    group.add_argument("--print-ir-after-all", action="store_true",
+                       help="print the IR after every pass")
+    group.add_argument("--print-ir-before", action="append", default=[],
+                       metavar="PASS", help="print the IR before each run of PASS "
+                       "(comma-separated names, or repeat the flag)")
+    group.add_argument("--print-ir-after", action="append", default=[],
+                       metavar="PASS", help="print the IR after each run of PASS")
+    group.add_argument("--print-ir-after-change", action="store_true",
+                       help="print after a pass only if it changed the IR (alone: "
+                       "after every pass that did)")
+    group.add_argument("--dump-dir", metavar="DIR", help="write the IR before the "
+                       "first pass and after each one to DIR/000-import.mlir, "
+                       "DIR/001-PASS.mlir, …")
+    if not smelt_opt:
+        group.add_argument("--time-passes", action="store_true",
+                           help="print the wall time of every pass")
+        group.add_argument("--print-constants", action="store_true",
+                           help="dumps print large constants in full (then they "
+                           "parse back)")
+    group.add_argument("--time-passes-json", metavar="FILE",
+                       help="write every pass's time (and statistics) as JSON")
+    group.add_argument("--pass-statistics", action="store_true",
+                       help="print ops / kernels / intermediate bytes after each pass")
+    group.add_argument("--reproducer", metavar="FILE", help="where a crashing "
+                       "pass's input IR goes (default: a temporary file)")
+
+
+def dump_options(args: argparse.Namespace):
+    """The DumpOptions of the flags `add_dump_arguments` added."""
+    from smelt.compiler.instrument import DumpOptions
+
+    def names(items: Sequence[str]) -> tuple[str, ...]:
+        return tuple(n.strip() for item in items for n in item.split(",") if n.strip())
+
+    return DumpOptions(
+        print_after_all=args.print_ir_after_all,
+        print_before=names(args.print_ir_before),
+        print_after=names(args.print_ir_after),
+        print_after_change=args.print_ir_after_change,
+        dump_dir=args.dump_dir,
+        time_passes=args.time_passes,
+        time_json=args.time_passes_json,
+        statistics=args.pass_statistics,
+        print_constants=args.print_constants,
+        reproducer_path=args.reproducer,
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import smelt
 
@@ -149,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         constants=constants,
         threads=args.threads, profile=args.profile, cpu=args.cpu,
         check_model=not args.no_check_model,
-        precision=args.precision,
+        precision=args.precision, dump=dump_options(args),
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
@@ -240,6 +294,7 @@ def check_against_onnxruntime(
 def cmd_report(args: argparse.Namespace) -> int:
     from smelt.compiler import pipelines
     from smelt.compiler.driver import import_graph
+    from smelt.compiler.instrument import Instrumentation
     from smelt.compiler.report import format_rows, report
 
     path = resolve_model(args.model)
@@ -248,7 +303,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     spec = args.pipeline or pipelines.GRAPH_OPT
     print(f"{os.path.basename(path)}  [pipeline: {spec}]")
-    print(format_rows(report(module, spec)))
+    print(format_rows(report(module, spec, Instrumentation(dump_options(args)))))
+    return 0
+
+
+def cmd_pipelines(args: argparse.Namespace) -> int:
+    from smelt.compiler import pipelines
+
+    for target, level, spec in pipelines.all_presets(args.threads, args.cpu):
+        print(f"{target} {level}: {spec}")
     return 0
 
 
@@ -344,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip onnx's full checker (it refuses a few valid models)")
     run.add_argument("--profile", type=non_negative, default=0, metavar="RUNS",
                      help="time every kernel over RUNS more runs (cpu)")
+    add_dump_arguments(run)
     run.set_defaults(func=cmd_run)
     tgt = sub.add_parser("target", help="what smelt knows of a CPU (default: this one)")
     tgt.add_argument("--cpu", default="host", help=CPU_HELP)
@@ -354,7 +418,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE",
                      help=CONSTANT_HELP)
     rep.add_argument("-p", "--pipeline", help="pass pipeline (default: graph-level O2)")
+    add_dump_arguments(rep)
     rep.set_defaults(func=cmd_report)
+    pipe = sub.add_parser("pipelines", help="every preset pipeline (target × level), "
+                          "each one runnable as smelt-opt -p '…'")
+    pipe.add_argument("--cpu", default="host", help=CPU_HELP)
+    pipe.add_argument("--threads", type=int, default=1, help="CPU threads")
+    pipe.set_defaults(func=cmd_pipelines)
     ahead = sub.add_parser(
         "aot", help="compile every GPU kernel of a model ahead of time (no GPU needed)"
     )

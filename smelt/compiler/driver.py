@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
 from xdsl.passes import PassPipeline
 
 from smelt.compiler import pipelines
+from smelt.compiler.instrument import DumpOptions, Instrumentation
 from smelt.dialects import dtypes
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
@@ -73,25 +74,52 @@ def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
         raise SmeltError(f"bad pipeline '{spec}': {e}") from None
 
 
-def lower(module: ModuleOp, spec: str, callback: Callable | None = None) -> ModuleOp:
+def lower(
+    module: ModuleOp,
+    spec: str,
+    callback: Callable | None = None,
+    instrument: Instrumentation | None = None,
+    *,
+    source: str = "input",
+    passthrough: tuple[type[Exception], ...] = (),
+    finish: bool = True,
+) -> ModuleOp:
     """Runs pipeline `spec` on `module` in place and returns it; a pass that fails
-    with anything but a SmeltError is named in the InternalError."""
+    with anything but a SmeltError (or a `passthrough` type) is named in the
+    InternalError, which says where its crash reproducer lies.
+
+    `instrument` (default: one that only keeps the reproducer ready) dumps, times
+    and counts between passes; `callback` runs after it; `source` names the
+    input in dump files; `finish=False` leaves the reports (`instrument.finish()`)
+    to the caller, who may time more stages."""
+    instrument = instrument if instrument is not None else Instrumentation()
     running = ["the pipeline"]
 
     def track(previous, op, following) -> None:
+        instrument(previous, op, following)
         running[0] = f"pass {following.name}" if following else "the pipeline"
         if callback is not None:
             callback(previous, op, following)
 
     pipeline = parse_pipeline(spec, track)
+    instrument.start(module, spec, pipeline.passes, source)
     try:
         pipeline.apply(make_context(), module)
-    except SmeltError:
+    except (SmeltError, *passthrough):
         raise
     except Exception as e:  # noqa: BLE001 (re-raised as the failed pass's error)
-        with internal_errors(running[0]):
+        with internal_errors(running[0], lambda: _reproduce(instrument)):
             raise e
+    if finish:
+        instrument.finish()
     return module
+
+
+def _reproduce(instrument: Instrumentation) -> str:
+    try:
+        return instrument.crashed(make_context)
+    except Exception as e:  # noqa: BLE001 (the crash's own report comes first)
+        return f"no reproducer ({type(e).__name__}: {e})"
 
 
 def main_func(module: ModuleOp) -> func.FuncOp:
@@ -142,6 +170,7 @@ def compile(
     profile: bool = False,
     base_dir: str | os.PathLike | None = None,
     check_model: bool = True,
+    dump: DumpOptions | None = None,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
@@ -157,7 +186,9 @@ def compile(
     `constants` fixes graph inputs to values ({"sr": 16000}): they become
     initializers, so the If conditions and shapes that depend on them fold;
     `check_model=False` skips onnx's full checker (it refuses a few valid models:
-    onnx 1.23 rejects its own test_mvn)."""
+    onnx 1.23 rejects its own test_mvn); `dump` prints, writes, times and counts
+    what each pass did (mlir-opt's --print-ir-* flags, see DumpOptions), and says
+    where a crashing pass's reproducer lies."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -185,8 +216,10 @@ def compile(
         )
         inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0
+    instrument = Instrumentation(dump)
+    instrument.stages["import"] = times["import"]
     t0 = time.perf_counter()
-    lower(module, spec)
+    lower(module, spec, instrument=instrument, source="import", finish=False)
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     with internal_errors(f"code generation for the {target} target"):
@@ -199,6 +232,8 @@ def compile(
 
             program = compile_to_native(module, profile=profile)
     times["codegen"] = time.perf_counter() - t0
+    instrument.stages["codegen"] = times["codegen"]
+    instrument.finish()
     info = {"pipeline": spec, "target": target, "seconds": times}
     if target == "cpu":
         info["cpu"] = str(program.spec)

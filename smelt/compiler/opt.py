@@ -3,6 +3,9 @@
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
+
+from xdsl.dialects.builtin import ModuleOp
 
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
@@ -55,6 +58,9 @@ class SmeltOptMain(xDSLOptMain):
             help="attach this CPU before the pipeline (target-attach-cpu): host or "
             "an LLVM CPU name with feature edits (x86-64-v3, znver5,-avx512f)",
         )
+        from smelt.compiler.cli import add_dump_arguments
+
+        add_dump_arguments(arg_parser, smelt_opt=True)
 
     def setup_pipeline(self) -> None:
         if self.args.constant:
@@ -68,6 +74,27 @@ class SmeltOptMain(xDSLOptMain):
 
             self.args.passes = with_cpu(self.args.passes or "", self.args.cpu)
         super().setup_pipeline()
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        """The pipeline through smelt's driver: its dumps, timing, statistics and
+        crash reproducer; the IR is verified before and after each pass (not with
+        --disable-verify) and diagnostics reach --verify-diagnostics."""
+        from smelt.compiler.cli import dump_options
+        from smelt.compiler.driver import lower
+        from smelt.compiler.instrument import Instrumentation
+
+        options = dump_options(self.args)
+        if self.args.print_between_passes:
+            options = replace(options, print_after_all=True)
+
+        def verify(_previous, module: ModuleOp, _following) -> None:
+            if not self.args.disable_verify:  # as xDSL's driver: the input too
+                module.verify()
+
+        lower(
+            prog, self.args.passes, verify, Instrumentation(options),
+            passthrough=(DiagnosticException,),
+        )
 
     def run(self) -> None:
         from smelt.dialects import graph

@@ -88,6 +88,15 @@ def preset(
     return spec
 
 
+def all_presets(threads: int = 1, cpu: str = "host") -> list[tuple[str, str, str]]:
+    """(target, level, pipeline) of every preset, as `smelt pipelines` prints them."""
+    return [
+        (target, level, preset(target, level, threads, cpu))
+        for target, levels in PRESETS.items()
+        for level in levels
+    ]
+
+
 PRECISIONS = ("f32", "f16", "bf16")
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop
+
+if TYPE_CHECKING:
+    from smelt.compiler.instrument import Instrumentation
 
 
 
@@ -100,8 +104,11 @@ def stats(module: ModuleOp) -> Stats:
     return graph_stats(main)
 
 
-def report(module: ModuleOp, spec: str) -> list[tuple[str, Stats]]:
-    """Runs pipeline `spec` on `module`, returning the stats after each pass."""
+def report(
+    module: ModuleOp, spec: str, instrument: Instrumentation | None = None
+) -> list[tuple[str, Stats]]:
+    """Runs pipeline `spec` on `module` (with `instrument`'s dumps), returning the
+    stats after each pass."""
     from smelt.compiler.driver import lower
 
     rows = [("(imported)", stats(module))]
@@ -110,7 +117,7 @@ def report(module: ModuleOp, spec: str) -> list[tuple[str, Stats]]:
         if prev is not None:
             rows.append((prev.name, stats(mod)))
 
-    lower(module, spec, callback)
+    lower(module, spec, callback, instrument, source="import")
     return rows
 
 
