@@ -108,8 +108,8 @@ class PackGemm(RewritePattern):
             [x_q, *(c.results[0] for c in consts)],
             variant=variant, k=k, n=n, relu=int(relu), shift_input=int(shift),
         )  # fmt: skip
-        rewriter.insert_op([*consts, gemm], InsertPoint.before(op))
-        rewriter.replace_op(last, [], [gemm.results[0]])
+        rewriter.insert([*consts, gemm], InsertPoint.before(op))
+        rewriter.replace(last, [], [gemm.results[0]])
 
     @staticmethod
     def _relu(op: q.QuantizeOp, zp: np.ndarray) -> tuple[bool, Operation]:
