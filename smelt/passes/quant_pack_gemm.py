@@ -79,6 +79,8 @@ class PackGemm(RewritePattern):
         if widen is None or w.ndim != 2 or w.dtype != np.int32:
             return
         x_q = widen.operands[0]
+        if len(x_q.type.get_shape()) < 2:
+            return
         signed = x_q.type.element_type == dtypes.i8
         if not signed and x_q.type.element_type != dtypes.ui8:
             return

@@ -15,7 +15,7 @@ from smelt.compiler.pipelines import preset
 from smelt.dialects.quant_gemm import QGemmOp, pack_weights, unpack_weights
 from smelt.targets.cpu_spec import CpuSpec, host
 
-QDQ = "quant-fold-qdq,quant-pack-gemm,"
+QDQ = "quant-fold-qdq,quant-pack-gemm"
 
 # cpu → the variant quant-pack-gemm picks for s8-representable weights
 CPUS = {
@@ -81,17 +81,18 @@ def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0):
     return model, x_q, y.astype(x_t)
 
 
-def _compile(model, cpu: str, extra: str = QDQ):
-    pipeline = preset("cpu", cpu=cpu).replace(
-        "graph-fold-batchnorm,", "graph-fold-batchnorm," + extra
-    )
+def _compile(model, cpu: str, pack: bool = True):
+    """The CPU preset (which packs QDQ matmuls), or it without quant-pack-gemm."""
+    if pack:
+        return smelt.compile(model, "cpu", cpu=cpu)
+    pipeline = preset("cpu", cpu=cpu).replace(",quant-pack-gemm", "")
     return smelt.compile(model, "cpu", pipeline=pipeline, cpu=cpu)
 
 
 def _variants(model, cpu: str) -> list[str]:
     module = import_graph(model)
     spec = preset("cpu", cpu=cpu).split(",")[0]
-    lower(module, f"{spec},graph-fold-constants,graph-simplify,{QDQ.rstrip(',')}")
+    lower(module, f"{spec},graph-fold-constants,graph-simplify,{QDQ}")
     return [op.attr("variant") for op in module.walk() if isinstance(op, QGemmOp)]
 
 
@@ -129,13 +130,16 @@ def test_generic_path_agrees():
     """Without quant-pack-gemm (the i32 loop nest) the answer is the same."""
     model, x_q, expected = qdq_matmul(6, 40, 24, "u8", True, True)
     np.testing.assert_array_equal(
-        _run(_compile(model, "host", "quant-fold-qdq,"), x_q), expected
+        _run(_compile(model, "host", pack=False), x_q), expected
     )
 
 
 def test_no_packing_without_avx2():
-    model, _, _ = qdq_matmul(4, 8, 8, "u8", False, False)
+    model, x_q, expected = qdq_matmul(4, 8, 8, "u8", False, False)
     assert _variants(model, "x86-64") == []
+    assert "quant-fold-qdq" not in preset("cpu", cpu="x86-64")
+    assert "quant-pack-gemm" in preset("cpu", cpu="x86-64-v3")
+    np.testing.assert_array_equal(_run(_compile(model, "x86-64"), x_q), expected)
 
 
 @pytest.mark.parametrize("variant", ["vnni512", "pmaddwd256"])
