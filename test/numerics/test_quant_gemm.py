@@ -32,8 +32,8 @@ def _runs_here(cpu: str) -> bool:
 
 
 def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0):
-    """x_q → DequantizeLinear → MatMul(DQ(w_q)) → Add(b) → [Relu] → QuantizeLinear,
-    and the numpy reference of what quant-fold-qdq computes for it."""
+    """x_q → DequantizeLinear → MatMul(DQ(w_q)) → Add(b) → [Relu] →
+    QuantizeLinear, and the numpy reference of what quant-fold-qdq computes for it."""
     rng = np.random.default_rng(seed)
     x_t = np.uint8 if act == "u8" else np.int8
     w_t = np.int8 if weight == "s8" else np.uint8

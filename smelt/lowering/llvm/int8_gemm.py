@@ -62,7 +62,8 @@ class _Emitter:
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         if self.vnni:
             bytes_t = ir.VectorType(I8, 4 * v.lanes)
-            self.dot = _declare(self.module, v.intrinsic, self.wv, [self.wv, bytes_t, bytes_t])
+            operands = [self.wv, bytes_t, bytes_t]
+            self.dot = _declare(self.module, v.intrinsic, self.wv, operands)
             self.b_type = bytes_t
         else:
             halves = ir.VectorType(I16, 2 * v.lanes)
@@ -112,7 +113,11 @@ class _Emitter:
         v, b = self.v, self.b
         full_panels, tail_cols = divmod(self.n, v.nr)
         if full_panels:
-            self.counted(full_panels, "panel", lambda j, _: self.rows(j, None) or [], [])
+            def panel(j, _):
+                self.rows(j, None)
+                return []
+
+            self.counted(full_panels, "panel", panel, [])
         if tail_cols:
             self.rows(_i64(full_panels), tail_cols)
         b.ret_void()
@@ -178,7 +183,8 @@ class _Emitter:
                 word = ir.Constant(I32, 0)
                 for t in range(width):
                     byte = b.load(b.gep(ptr, [_i64(t)], source_etype=I8), typ=I8)
-                    word = b.or_(word, b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * t)))
+                    shifted = b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * t))
+                    word = b.or_(word, shifted)
             if self.shift:
                 word = b.xor(word, ir.Constant(I32, 0x80808080))
         else:
