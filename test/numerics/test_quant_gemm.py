@@ -12,7 +12,12 @@ from onnx import TensorProto, helper, numpy_helper
 import smelt
 from smelt.compiler.driver import import_graph, lower
 from smelt.compiler.pipelines import preset
-from smelt.dialects.quant_gemm import QGemmOp, pack_weights, unpack_weights
+from smelt.dialects.quant_gemm import (
+    QGemmOp,
+    choose_variant,
+    pack_weights,
+    unpack_weights,
+)
 from smelt.targets.cpu_spec import CpuSpec, host
 
 QDQ = "quant-fold-qdq,quant-pack-gemm"
@@ -22,7 +27,7 @@ CPUS = {
     "x86-64-v3": "pmaddwd256",
     "x86-64-v3,+avxvnni": "vnni256",
     "skylake-avx512": "pmaddwd512",
-    "host": "vnni512",
+    "host": choose_variant(host().has),
 }
 
 
@@ -31,7 +36,7 @@ def _runs_here(cpu: str) -> bool:
     return spec.features <= host().features
 
 
-def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0):
+def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0, lead=()):
     """x_q → DequantizeLinear → MatMul(DQ(w_q)) → Add(b) → [Relu] →
     QuantizeLinear, and the numpy reference of what quant-fold-qdq computes for it."""
     rng = np.random.default_rng(seed)
@@ -63,12 +68,13 @@ def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0):
     elem = TensorProto.UINT8 if act == "u8" else TensorProto.INT8
     g = helper.make_graph(
         nodes, "qmm",
-        [helper.make_tensor_value_info("x_q", elem, [m, k])],
-        [helper.make_tensor_value_info("y", elem, [m, n])],
+        [helper.make_tensor_value_info("x_q", elem, [*lead, m, k])],
+        [helper.make_tensor_value_info("y", elem, [*lead, m, n])],
         [numpy_helper.from_array(a, name) for name, a in inits.items()],
     )  # fmt: skip
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
-    x_q = rng.integers(np.iinfo(x_t).min, np.iinfo(x_t).max + 1, (m, k)).astype(x_t)
+    x_q = rng.integers(np.iinfo(x_t).min, np.iinfo(x_t).max + 1, (*lead, m, k))
+    x_q = x_q.astype(x_t)
     # the reference: integer accumulation, the f32 requantization
     s_wn = np.broadcast_to(s_w, (n,)).astype(np.float64)
     acc = (x_q.astype(np.int64) - int(z_x)) @ (w_q.astype(np.int64) - int(z_w))
@@ -78,7 +84,7 @@ def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0):
     y = np.rint(scaled.astype(np.float64)) + int(z_y)
     info = np.iinfo(x_t)
     y = np.clip(y, max(info.min, int(z_y)) if relu else info.min, info.max)
-    return model, x_q, y.astype(x_t)
+    return model, x_q, y.astype(x_t).reshape(*lead, m, n)
 
 
 def _compile(model, cpu: str, pack: bool = True):
@@ -108,8 +114,8 @@ SHAPES = [(5, 13, 37), (17, 130, 50), (1, 3, 1)]
 @pytest.mark.parametrize("act", ["u8", "s8"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_exact(cpu, act, shape):
-    if not _runs_here(cpu):
-        pytest.skip(f"this host cannot run {cpu}")
+    if not _runs_here(cpu) or CPUS[cpu] is None:
+        pytest.skip(f"this host cannot run {cpu}, or it has no int8 GEMM")
     m, k, n = shape
     relu = m % 2 == 1
     model, x_q, expected = qdq_matmul(m, k, n, act, per_channel=m != 17, relu=relu)
@@ -121,9 +127,20 @@ def test_exact(cpu, act, shape):
 
 def test_u8_weights_fall_back_to_vpmaddwd():
     """w_q − z_w outside s8 (u8 weights): vpdpbusd cannot take it; vpmaddwd can."""
+    cpu = "x86-64-v3,+avxvnni"
+    if not _runs_here(cpu):
+        pytest.skip(f"this host cannot run {cpu}")
     model, x_q, expected = qdq_matmul(7, 21, 19, "s8", True, False, weight="u8")
-    assert _variants(model, "host") == ["pmaddwd512"]
-    np.testing.assert_array_equal(_run(_compile(model, "host"), x_q), expected)
+    assert _variants(model, cpu) == ["pmaddwd256"]
+    np.testing.assert_array_equal(_run(_compile(model, cpu), x_q), expected)
+
+
+def test_batched_input_and_threads():
+    """x [B, S, K] (M = B · S rows) in a program that runs on two threads."""
+    model, x_q, expected = qdq_matmul(4, 33, 70, "s8", True, True, lead=(3,))
+    assert _variants(model, "host") == ([CPUS["host"]] if CPUS["host"] else [])
+    program = smelt.compile(model, "cpu", threads=2)
+    np.testing.assert_array_equal(_run(program, x_q), expected)
 
 
 def test_generic_path_agrees():
