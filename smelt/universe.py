@@ -154,6 +154,7 @@ SMELT_UNIVERSE = Universe(
         ),
         "graph-fuse": _pass("smelt.passes.graph_fuse", "GraphFusePass"),
         "quant-fold-qdq": _pass("smelt.passes.quant_fold_qdq", "QuantFoldQdqPass"),
+        "quant-pack-gemm": _pass("smelt.passes.quant_pack_gemm", "QuantPackGemmPass"),
         "quant-cast": _pass("smelt.passes.quant_cast", "QuantCastPass"),
         "buffer-plan": _pass("smelt.passes.buffer_plan", "BufferPlanPass"),
         "loop-vectorize": _pass("smelt.passes.loop_vectorize", "LoopVectorizePass"),

@@ -84,7 +84,7 @@ def preset(
         loops = loops.replace("loop-schedule", f"loop-schedule{{min_blocks={blocks}}}")
         spec = f"{loops},loop-parallelize{{threads={threads}}},buffer-plan"
     if target == "cpu":
-        spec = with_cpu(spec, cpu)
+        spec = with_cpu(with_int8(spec, cpu), cpu)
     return spec
 
 
@@ -95,6 +95,24 @@ def all_presets(threads: int = 1, cpu: str = "host") -> list[tuple[str, str, str
         for target, levels in PRESETS.items()
         for level in levels
     ]
+
+
+# QDQ matmul / gemm layers as packed int8 GEMMs (conv stays float: its i32 loop
+# nest is slower than the float kernels).
+INT8 = "quant-fold-qdq{conv=false},quant-pack-gemm"
+
+
+def with_int8(spec: str, cpu: str) -> str:
+    """`spec` with `INT8` after the graph clean-up when `cpu` has an int8 GEMM
+    micro-kernel (AVX2 or better: `quant_gemm.choose_variant`); else unchanged."""
+    from smelt.dialects.quant_gemm import choose_variant
+
+    anchor = "graph-fold-batchnorm,"
+    if anchor not in spec or "quant-fold-qdq" in spec:
+        return spec
+    if choose_variant(CpuSpec.parse(cpu).has) is None:
+        return spec
+    return spec.replace(anchor, f"{anchor}{INT8},", 1)
 
 
 PRECISIONS = ("f32", "f16", "bf16")

@@ -45,6 +45,7 @@ from smelt.lowering import (
     lower_elementwise,
     lower_fused,
     lower_index,
+    lower_qgemm,
     lower_rnn,
 )
 from smelt.lowering.loop_builder import shape
@@ -83,6 +84,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     **lower_index.LOWERINGS,
     **lower_fused.LOWERINGS,
     **lower_rnn.LOWERINGS,
+    **lower_qgemm.LOWERINGS,
 }
 
 

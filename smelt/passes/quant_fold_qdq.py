@@ -130,9 +130,12 @@ def _eight_bit(x: _Dq | None, w: _Dq | None) -> bool:
     return all(d.op.input.type.element_type in eight for d in (x, w))
 
 
+@dataclass
 class FoldContraction(RewritePattern):
     """quantize(relu?(matmul / gemm / conv2d of dequantized operands)) → integer
-    contraction + requantize (+ max for the relu)."""
+    contraction + requantize (+ max for the relu); conv2d only with `conv`."""
+
+    conv: bool = True
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, q.QuantizeOp):
@@ -157,7 +160,7 @@ class FoldContraction(RewritePattern):
                 return  # gemm + add: left alone (rare)
         if isinstance(core, graph.MatMulOp | graph.GemmOp):
             new = self._matmul(core, bias, out, relu)
-        elif isinstance(core, graph.Conv2dOp):
+        elif isinstance(core, graph.Conv2dOp) and self.conv:
             new = self._conv(core, out, relu)
         else:
             return
@@ -358,9 +361,14 @@ class QuantFoldQdqPass(ModulePass):
 
     name = "quant-fold-qdq"
 
+    conv: bool = True
+    """Fold conv2d too (its i32 loop nest is far slower than the float one for now:
+    the CPU presets turn it off; matmul / gemm become quant-pack-gemm's qgemm)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        fold = FoldContraction(self.conv)
         patterns = GreedyRewritePatternApplier(
-            [CarryThrough(), CarryConcat(), QuantizeOfDequantize(), FoldContraction()]
+            [CarryThrough(), CarryConcat(), QuantizeOfDequantize(), fold]
         )
         PatternRewriteWalker(patterns).rewrite_module(op)
         dce(op)

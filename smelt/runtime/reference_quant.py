@@ -7,6 +7,8 @@ import numpy as np
 
 from smelt.dialects import dtypes
 from smelt.dialects import quant as q
+from smelt.dialects.quant_gemm import QGemmOp
+from smelt.dialects.quant_gemm import reference as qgemm_reference
 from smelt.registry import Table
 
 KERNELS = Table()  # listed in runtime/kernels.py
@@ -49,3 +51,10 @@ def _requantize(op: q.RequantizeOp, args: list[np.ndarray]) -> np.ndarray:
     scaled = acc.astype(np.float64) * multiplier.astype(np.float64)
     rounded = np.rint(scaled) + zp.astype(np.float64)
     return saturate(rounded, dtypes.to_numpy(op.result.type.element_type))
+
+
+@kernel(QGemmOp)
+def _qgemm(op: QGemmOp, args: list[np.ndarray]) -> np.ndarray:
+    a = op.attrs()
+    flags = bool(a.get("relu", 0)), bool(a.get("shift_input", 0))
+    return qgemm_reference(*args, int(a["k"]), int(a["n"]), *flags)

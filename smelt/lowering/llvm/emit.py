@@ -36,6 +36,7 @@ from smelt.lowering.llvm.emit_kernel import (
 )
 from smelt.lowering.llvm import emit_bf16_gemm
 from smelt.lowering.llvm.emit_math import MATH_EMITTERS
+from smelt.lowering.llvm.int8_gemm import emit_qgemm
 from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS, STATUS_GLOBAL
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
@@ -50,6 +51,7 @@ from smelt.lowering.llvm.types import (
     constant,
     op_name,
 )
+from smelt.lowering.lower_qgemm import is_qgemm_kernel, qgemm_params
 from smelt.passes.loop_parallelize import THREADS_ATTR
 
 ENTRY = "smelt_main"
@@ -112,6 +114,9 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         status = ir.GlobalVariable(ir_module, I32, STATUS_GLOBAL)
         status.initializer = ir.Constant(I32, 0)
     for fn, kernel in functions.values():
+        if is_qgemm_kernel(kernel):  # a packed int8 GEMM: its own emitter
+            emit_qgemm(fn, qgemm_params(kernel))
+            continue
         KernelEmitter(fn, kernel, OP_EMITTERS, options, checks=codes).emit()
     if main is None:  # a library of kernels: keep them all, exported
         for fn, _ in functions.values():

@@ -1,0 +1,234 @@
+"""The body of a `quant.qgemm` kernel: an int8 GEMM micro-kernel with the
+requantization fused on its i32 register tile (`dialects/quant_gemm.py` defines
+the op and the weight packing).
+
+    void qgemm(ptr x, ptr wp, ptr bias, ptr mult, ptr zp, ptr y)
+
+Loops: column panels of NR (outer: a panel of packed weights, K_p · NR values,
+stays in L1/L2 across all rows) × row tiles of MR × k groups of KG. The register
+tile is MR × (NR / lanes) i32 vectors. Per k group each row's KG activations are
+one 32-bit broadcast; one dot instruction per accumulator:
+
+  vnni512 / vnni256   vpdpbusd: acc += Σ_{t<4} u8 a[t] · s8 b[t]  (an s8 x is read
+                      with its sign bit flipped, `shift_input`; the bias holds
+                      −128 · Σ_k W)
+  pmaddwd512 / 256    vpmaddwd on i16 pairs (x widened here, W at pack time);
+                      acc += the pair sums
+
+Epilogue per vector: + bias, f32, × multiplier, round half to even, clamp to the
+storage range less the zero point (and above 0 with relu), + zero point, truncate,
+store (masked for the last panel's columns past N). The tail rows (M mod MR) get a
+smaller tile, the tail k group (K mod KG) byte loads; all shapes are static.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from smelt.dialects.quant_gemm import VARIANTS, padded
+
+I1, I8, I16, I32, I64 = (ir.IntType(b) for b in (1, 8, 16, 32, 64))
+F32 = ir.FloatType()
+
+
+def _declare(module: ir.Module, name: str, ret: ir.Type, args: list) -> ir.Function:
+    existing = module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def _i64(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+class _Emitter:
+    def __init__(self, fn: ir.Function, params: dict[str, int | str]):
+        self.fn = fn
+        self.module = fn.module
+        self.v = v = VARIANTS[str(params["variant"])]
+        self.m, self.k, self.n = (int(params[key]) for key in ("m", "k", "n"))
+        self.kp, self.np = padded(self.k, self.n, str(params["variant"]))
+        self.zp = int(params["zero_point"])
+        self.relu = bool(params["relu"])
+        self.shift = bool(params["shift_input"])
+        self.signed_x = bool(params["signed_input"])
+        self.signed_y = bool(params["signed_output"])
+        self.vnni = v.kg == 4
+        self.wv = ir.VectorType(I32, v.lanes)
+        self.vecs = v.nr // v.lanes
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        if self.vnni:
+            bytes_t = ir.VectorType(I8, 4 * v.lanes)
+            operands = [self.wv, bytes_t, bytes_t]
+            self.dot = _declare(self.module, v.intrinsic, self.wv, operands)
+            self.b_type = bytes_t
+        else:
+            halves = ir.VectorType(I16, 2 * v.lanes)
+            self.dot = _declare(self.module, v.intrinsic, self.wv, [halves, halves])
+            self.b_type = halves
+        fv = ir.VectorType(F32, v.lanes)
+        self.fv = fv
+        self.round = _declare(self.module, f"llvm.roundeven.v{v.lanes}f32", fv, [fv])
+        self.bv = ir.VectorType(I8, v.lanes)
+        self.mask_t = ir.VectorType(I1, v.lanes)
+        self.masked_store = _declare(
+            self.module, f"llvm.masked.store.v{v.lanes}i8.p0", ir.VoidType(),
+            [self.bv, ir.PointerType(), I32, self.mask_t],
+        )  # fmt: skip
+
+    # --- control flow ------------------------------------------------------------
+
+    def counted(self, count: int, name: str, body: Callable, carried: list) -> list:
+        """A do-while loop of `count` (≥ 1) iterations: `body(i, values)` gives the
+        next carried values; returns the last ones."""
+        b = self.b
+        pre = b.block
+        header = self.fn.append_basic_block(name)
+        exit_ = self.fn.append_basic_block(f"{name}.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(I64, name=f"{name}.i")
+        i.add_incoming(_i64(0), pre)
+        phis = []
+        for value in carried:
+            phi = b.phi(value.type)
+            phi.add_incoming(value, pre)
+            phis.append(phi)
+        new = body(i, phis)
+        latch = b.block
+        nxt = b.add(i, _i64(1))
+        i.add_incoming(nxt, latch)
+        for phi, value in zip(phis, new):
+            phi.add_incoming(value, latch)
+        b.cbranch(b.icmp_unsigned("<", nxt, _i64(count)), header, exit_)
+        b.position_at_end(exit_)
+        return new
+
+    # --- the micro-kernel ----------------------------------------------------------
+
+    def emit(self) -> None:
+        v, b = self.v, self.b
+        full_panels, tail_cols = divmod(self.n, v.nr)
+        if full_panels:
+            def panel(j, _):
+                self.rows(j, None)
+                return []
+
+            self.counted(full_panels, "panel", panel, [])
+        if tail_cols:
+            self.rows(_i64(full_panels), tail_cols)
+        b.ret_void()
+
+    def rows(self, j: ir.Value, cols: int | None) -> None:
+        tiles, tail_rows = divmod(self.m, self.v.mr)
+        if tiles:
+            def tile(t, _):
+                self.tile(j, self.b.mul(t, _i64(self.v.mr)), self.v.mr, cols)
+                return []
+
+            self.counted(tiles, "rows", tile, [])
+        if tail_rows:
+            self.tile(j, _i64(tiles * self.v.mr), tail_rows, cols)
+
+    def tile(self, j: ir.Value, i0: ir.Value, rows: int, cols: int | None) -> None:
+        v, b = self.v, self.b
+        x, wp, _, _, _, _ = self.fn.args
+        groups, tail = divmod(self.k, v.kg)
+        panel = b.mul(j, _i64(self.kp * v.nr))  # weight elements before the panel
+        row_ptrs = [
+            b.gep(x, [b.mul(b.add(i0, _i64(r)), _i64(self.k))], source_etype=I8)
+            for r in range(rows)
+        ]
+        zero = ir.Constant(self.wv, None)
+        accs = [zero] * (rows * self.vecs)
+        weight_t = I8 if self.vnni else I16
+
+        def step(g: ir.Value, accs: list, width: int) -> list:
+            base = b.add(panel, b.mul(g, _i64(v.nr * v.kg)))
+            bvecs = []
+            for h in range(self.vecs):
+                at = b.add(base, _i64(h * v.lanes * v.kg))
+                ptr = b.gep(wp, [at], source_etype=weight_t)
+                bvecs.append(b.load(ptr, typ=self.b_type, align=1))
+            out = []
+            for r in range(rows):
+                a = self.activations(row_ptrs[r], b.mul(g, _i64(v.kg)), width)
+                for h in range(self.vecs):
+                    acc = accs[r * self.vecs + h]
+                    if self.vnni:
+                        out.append(b.call(self.dot, [acc, a, bvecs[h]]))
+                    else:
+                        out.append(b.add(acc, b.call(self.dot, [a, bvecs[h]])))
+            return out
+
+        if groups:
+            accs = self.counted(groups, "k", lambda g, a: step(g, a, v.kg), accs)
+        if tail:
+            accs = step(_i64(groups), accs, tail)
+        for r in range(rows):
+            for h in range(self.vecs):
+                self.store(accs[r * self.vecs + h], j, b.add(i0, _i64(r)), h, cols)
+
+    def activations(self, row: ir.Value, k0: ir.Value, width: int) -> ir.Value:
+        """`width` activations of `row` from k0, as a broadcast dot operand."""
+        b, v = self.b, self.v
+        ptr = b.gep(row, [k0], source_etype=I8)
+        if self.vnni:
+            if width == 4:
+                word = b.load(ptr, typ=I32, align=1)
+            else:
+                word = ir.Constant(I32, 0)
+                for t in range(width):
+                    byte = b.load(b.gep(ptr, [_i64(t)], source_etype=I8), typ=I8)
+                    shifted = b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * t))
+                    word = b.or_(word, shifted)
+            if self.shift:
+                word = b.xor(word, ir.Constant(I32, 0x80808080))
+        else:
+            ext = b.sext if self.signed_x else b.zext
+            lo = ext(b.load(ptr, typ=I8, align=1), I16)
+            hi = ir.Constant(I16, 0)
+            if width == 2:
+                hi = ext(b.load(b.gep(ptr, [_i64(1)], source_etype=I8), typ=I8), I16)
+            word = b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), ir.Constant(I32, 16)))
+        splat = b.insert_element(ir.Constant(self.wv, ir.Undefined), word, _i64(0))
+        mask = ir.Constant(ir.VectorType(I32, v.lanes), [0] * v.lanes)
+        vec = b.shuffle_vector(splat, ir.Constant(self.wv, ir.Undefined), mask)
+        return b.bitcast(vec, self.b_type)
+
+    def store(self, acc, j, row, h: int, cols: int | None) -> None:
+        b, v = self.b, self.v
+        lanes = v.lanes
+        valid = None if cols is None else cols - h * lanes
+        if valid is not None and valid <= 0:
+            return
+        _, _, bias, mult, _, y = self.fn.args
+        col = b.add(b.mul(j, _i64(v.nr)), _i64(h * lanes))
+        biased = b.add(acc, b.load(b.gep(bias, [col], source_etype=I32), typ=self.wv,
+                                   align=4))  # fmt: skip
+        scale = b.load(b.gep(mult, [col], source_etype=F32), typ=self.fv, align=4)
+        scaled = b.call(self.round, [b.fmul(b.sitofp(biased, self.fv), scale)])
+        qmin, qmax = (-128, 127) if self.signed_y else (0, 255)
+        lo = max(qmin, self.zp) if self.relu else qmin
+        low = ir.Constant(self.fv, [float(lo - self.zp)] * lanes)
+        high = ir.Constant(self.fv, [float(qmax - self.zp)] * lanes)
+        scaled = b.select(b.fcmp_ordered("<", scaled, low), low, scaled)
+        scaled = b.select(b.fcmp_ordered(">", scaled, high), high, scaled)
+        q = b.add(b.fptosi(scaled, self.wv), ir.Constant(self.wv, [self.zp] * lanes))
+        q8 = b.trunc(q, self.bv)
+        at = b.add(b.mul(row, _i64(self.n)), col)
+        ptr = b.gep(y, [at], source_etype=I8)
+        if valid is None or valid >= lanes:
+            b.store(q8, ptr, align=1)
+            return
+        mask = ir.Constant(self.mask_t, [int(t < valid) for t in range(lanes)])
+        b.call(self.masked_store, [q8, ptr, ir.Constant(I32, 1), mask])
+
+
+def emit_qgemm(fn: ir.Function, params: dict[str, int | str]) -> None:
+    """Writes the body of kernel function `fn` (x, wp, bias, mult, zp, y) for the
+    `quant.qgemm` parameters `params` (see `lower_qgemm.py`)."""
+    _Emitter(fn, params).emit()

@@ -1,0 +1,63 @@
+"""quant.qgemm → a kernel marked `quant.qgemm` whose body the LLVM target writes
+(`lowering/llvm/int8_gemm.py`): the packed micro-kernel has no loop-level form.
+
+The kernel's loop-level body only reads each input once (so convert-graph-to-loop
+keeps every argument); the attribute carries what the emitter needs:
+{variant, m, k, n, zero_point, relu, shift_input, signed_input,
+signed_output}.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
+from xdsl.ir import Operation
+
+from smelt.dialects.dtypes import i8
+from smelt.dialects.graph_base import shape_of
+from smelt.dialects.graph_data import ConstantOp
+from smelt.dialects.quant_gemm import QGemmOp
+from smelt.errors import SmeltError
+from smelt.lowering.loop_context import LoweringContext
+
+QGEMM_ATTR = "quant.qgemm"
+
+
+def is_qgemm_kernel(kernel: Operation) -> bool:
+    return QGEMM_ATTR in kernel.attributes
+
+
+def qgemm_params(kernel: Operation) -> dict[str, int | str]:
+    attr = kernel.attributes[QGEMM_ATTR]
+    assert isinstance(attr, DictionaryAttr)
+    return {
+        key: value.data if isinstance(value, StringAttr) else value.value.data
+        for key, value in attr.data.items()
+    }
+
+
+def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
+    zp = op.zero_point.owner
+    if not isinstance(zp, ConstantOp):
+        raise SmeltError(f"{op.name}: the output zero point must be a constant")
+    a = op.attrs()
+    xs = shape_of(op.input.type)
+    params = {
+        "variant": StringAttr(str(a["variant"])),
+        "m": IntegerAttr(math.prod(xs[:-1]), i64),
+        "k": IntegerAttr(int(a["k"]), i64),
+        "n": IntegerAttr(int(a["n"]), i64),
+        "zero_point": IntegerAttr(int(zp.to_array().reshape(-1)[0]), i64),
+        "relu": IntegerAttr(int(a.get("relu", 0)), i64),
+        "shift_input": IntegerAttr(int(a.get("shift_input", 0)), i64),
+        "signed_input": IntegerAttr(int(op.input.type.element_type == i8), i64),
+        "signed_output": IntegerAttr(int(op.result.type.element_type == i8), i64),
+    }
+    k = ctx.op_kernel(op)
+    k.func.attributes[QGEMM_ATTR] = DictionaryAttr(params)
+    for buffer in k.inputs:
+        k.load(buffer, [k.index(0)] * len(buffer.type.get_shape()))
+
+
+LOWERINGS = {QGemmOp: lower_qgemm}

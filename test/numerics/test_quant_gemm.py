@@ -1,0 +1,165 @@
+"""quant.qgemm (quant-pack-gemm + lowering/llvm/int8_gemm.py) against a numpy
+integer reference, bit for bit: odd M / K / N (tails of every tile), u8 and s8
+activations, per-tensor and per-channel weight scales, relu, and each micro-kernel
+variant (vpdpbusd 512 / 256, vpmaddwd 512 / 256) on CPUs this host can run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import smelt
+from smelt.compiler.driver import import_graph, lower
+from smelt.compiler.pipelines import preset
+from smelt.dialects.quant_gemm import (
+    QGemmOp,
+    choose_variant,
+    pack_weights,
+    unpack_weights,
+)
+from smelt.targets.cpu_spec import CpuSpec, host
+
+QDQ = "quant-fold-qdq,quant-pack-gemm"
+
+# cpu → the variant quant-pack-gemm picks for s8-representable weights
+CPUS = {
+    "x86-64-v3": "pmaddwd256",
+    "x86-64-v3,+avxvnni": "vnni256",
+    "skylake-avx512": "pmaddwd512",
+    "host": choose_variant(host().has),
+}
+
+
+def _runs_here(cpu: str) -> bool:
+    spec = CpuSpec.parse(cpu)
+    return spec.features <= host().features
+
+
+def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0, lead=()):
+    """x_q → DequantizeLinear → MatMul(DQ(w_q)) → Add(b) → [Relu] →
+    QuantizeLinear, and the numpy reference of what quant-fold-qdq computes for it."""
+    rng = np.random.default_rng(seed)
+    x_t = np.uint8 if act == "u8" else np.int8
+    w_t = np.int8 if weight == "s8" else np.uint8
+    z_x = x_t(117 if act == "u8" else -9)
+    z_y = x_t(100 if act == "u8" else 5)
+    lo, hi = np.iinfo(w_t).min, np.iinfo(w_t).max
+    w_q = rng.integers(lo, hi + 1, (k, n)).astype(w_t)
+    z_w = w_t(0 if weight == "s8" else 3)
+    s_w = (rng.random(n if per_channel else 1) * 0.02 + 0.005).astype(np.float32)
+    s_x, s_y = np.float32(0.05), np.float32(0.5 if k > 64 else 0.08)
+    b = (rng.standard_normal(n) * 0.3).astype(np.float32)
+    inits = {
+        "s_x": np.array(s_x), "z_x": np.array(z_x), "w_q": w_q,
+        "s_w": s_w if per_channel else s_w.reshape(()),
+        "z_w": np.full(n, z_w) if per_channel else np.array(z_w),
+        "b": b, "s_y": np.array(s_y), "z_y": np.array(z_y),
+    }  # fmt: skip
+    last = "r" if relu else "a"
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x_q", "s_x", "z_x"], ["x"]),
+        helper.make_node("DequantizeLinear", ["w_q", "s_w", "z_w"], ["w"], axis=1),
+        helper.make_node("MatMul", ["x", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["a"]),
+        *([helper.make_node("Relu", ["a"], ["r"])] if relu else []),
+        helper.make_node("QuantizeLinear", [last, "s_y", "z_y"], ["y"]),
+    ]
+    elem = TensorProto.UINT8 if act == "u8" else TensorProto.INT8
+    g = helper.make_graph(
+        nodes, "qmm",
+        [helper.make_tensor_value_info("x_q", elem, [*lead, m, k])],
+        [helper.make_tensor_value_info("y", elem, [*lead, m, n])],
+        [numpy_helper.from_array(a, name) for name, a in inits.items()],
+    )  # fmt: skip
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    x_q = rng.integers(np.iinfo(x_t).min, np.iinfo(x_t).max + 1, (*lead, m, k))
+    x_q = x_q.astype(x_t)
+    # the reference: integer accumulation, the f32 requantization
+    s_wn = np.broadcast_to(s_w, (n,)).astype(np.float64)
+    acc = (x_q.astype(np.int64) - int(z_x)) @ (w_q.astype(np.int64) - int(z_w))
+    acc = acc + np.rint(b / (float(s_x) * s_wn)).astype(np.int64)
+    mult = (s_x * np.broadcast_to(s_w, (n,))) / s_y
+    scaled = acc.astype(np.float32) * mult.astype(np.float32)
+    y = np.rint(scaled.astype(np.float64)) + int(z_y)
+    info = np.iinfo(x_t)
+    y = np.clip(y, max(info.min, int(z_y)) if relu else info.min, info.max)
+    return model, x_q, y.astype(x_t).reshape(*lead, m, n)
+
+
+def _compile(model, cpu: str, pack: bool = True):
+    """The CPU preset (which packs QDQ matmuls), or it without quant-pack-gemm."""
+    if pack:
+        return smelt.compile(model, "cpu", cpu=cpu)
+    pipeline = preset("cpu", cpu=cpu).replace(",quant-pack-gemm", "")
+    return smelt.compile(model, "cpu", pipeline=pipeline, cpu=cpu)
+
+
+def _variants(model, cpu: str) -> list[str]:
+    module = import_graph(model)
+    spec = preset("cpu", cpu=cpu).split(",")[0]
+    lower(module, f"{spec},graph-fold-constants,graph-simplify,{QDQ}")
+    return [op.attr("variant") for op in module.walk() if isinstance(op, QGemmOp)]
+
+
+def _run(program, x_q):
+    out = program.run({"x_q": x_q})
+    return list(out.values())[0] if isinstance(out, dict) else out[0]
+
+
+SHAPES = [(5, 13, 37), (17, 130, 50), (1, 3, 1)]
+
+
+@pytest.mark.parametrize("cpu", list(CPUS))
+@pytest.mark.parametrize("act", ["u8", "s8"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_exact(cpu, act, shape):
+    if not _runs_here(cpu) or CPUS[cpu] is None:
+        pytest.skip(f"this host cannot run {cpu}, or it has no int8 GEMM")
+    m, k, n = shape
+    relu = m % 2 == 1
+    model, x_q, expected = qdq_matmul(m, k, n, act, per_channel=m != 17, relu=relu)
+    assert _variants(model, cpu) == [CPUS[cpu]]
+    got = _run(_compile(model, cpu), x_q)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_u8_weights_fall_back_to_vpmaddwd():
+    """w_q − z_w outside s8 (u8 weights): vpdpbusd cannot take it; vpmaddwd can."""
+    cpu = "x86-64-v3,+avxvnni"
+    if not _runs_here(cpu):
+        pytest.skip(f"this host cannot run {cpu}")
+    model, x_q, expected = qdq_matmul(7, 21, 19, "s8", True, False, weight="u8")
+    assert _variants(model, cpu) == ["pmaddwd256"]
+    np.testing.assert_array_equal(_run(_compile(model, cpu), x_q), expected)
+
+
+def test_batched_input_and_threads():
+    """x [B, S, K] (M = B · S rows) in a program that runs on two threads."""
+    model, x_q, expected = qdq_matmul(4, 33, 70, "s8", True, True, lead=(3,))
+    assert _variants(model, "host") == ([CPUS["host"]] if CPUS["host"] else [])
+    program = smelt.compile(model, "cpu", threads=2)
+    np.testing.assert_array_equal(_run(program, x_q), expected)
+
+
+def test_generic_path_agrees():
+    """Without quant-pack-gemm (the i32 loop nest) the answer is the same."""
+    model, x_q, expected = qdq_matmul(6, 40, 24, "u8", True, True)
+    np.testing.assert_array_equal(
+        _run(_compile(model, "host", pack=False), x_q), expected
+    )
+
+
+def test_no_packing_without_avx2():
+    model, x_q, expected = qdq_matmul(4, 8, 8, "u8", False, False)
+    assert _variants(model, "x86-64") == []
+    assert "quant-fold-qdq" not in preset("cpu", cpu="x86-64")
+    assert "quant-pack-gemm" in preset("cpu", cpu="x86-64-v3")
+    np.testing.assert_array_equal(_run(_compile(model, "x86-64"), x_q), expected)
+
+
+@pytest.mark.parametrize("variant", ["vnni512", "pmaddwd256"])
+def test_pack_round_trip(variant):
+    w = np.random.default_rng(1).integers(-128, 128, (11, 35))
+    np.testing.assert_array_equal(unpack_weights(pack_weights(w, variant), 11, 35), w)
