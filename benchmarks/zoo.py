@@ -3,6 +3,7 @@ exporter, its op count, smelt's compile time, the error against onnxruntime and 
 latency ratio at 1 and 2 threads (interleaved blocks, median of --repeat runs).
 
     python benchmarks/zoo.py [--size small|real] [--threads 1 2] [--repeat 20]
+        [--exporters dynamo torchscript] [MODEL ...]
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--level", default="O2")
+    parser.add_argument("--exporters", nargs="+", default=list(zoo.EXPORTERS),
+                        choices=zoo.EXPORTERS)
     parser.add_argument("models", nargs="*", default=list(zoo.MODELS))
     args = parser.parse_args(argv)
     for line in header_lines():
@@ -36,7 +39,7 @@ def main(argv=None) -> int:
           "| onnxruntime ms | smelt ms | smelt / ort |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in args.models:
-        for exporter in zoo.EXPORTERS:
+        for exporter in args.exporters:
             path = zoo.build(name, args.size, exporter)
             model = onnx.load(path)
             feeds = zoo.inputs(name, args.size)
