@@ -71,34 +71,10 @@ def emit_global_average_pool(io: KernelIO, op: graph.GlobalAveragePoolOp) -> Non
     _reduce(io, op, tuple(spatial), True)
 
 
-def emit_softmax(io: KernelIO, op: graph.SoftmaxOp) -> None:
-    """Three sweeps along `axis` per position: max, sum of exp(x - max), then
-    exp(x - max) / sum (recomputed rather than kept, so no scratch is needed)."""
-    k, a = io.k, _arith(io, op)
-    dims = graph.shape_of(op.input)
-    axis = graph.normalize_axis(op.attr("axis"), len(dims))
-    n = dims[axis]
-    others = [d for i, d in enumerate(dims) if i != axis]
-    with k.nest(others) as ivs:
-
-        def at(j: Index) -> list[Index]:
-            return [*ivs[:axis], j, *ivs[axis:]]
-
-        def shifted_exp(j: Index) -> SSAValue:
-            return a.math(math.ExpOp, a.sub(io.read(0, at(j)), peak))
-
-        (peak,) = k.reduce(
-            [n], [a.lowest()], lambda j, acc: [a.max(acc[0], io.read(0, at(j[0])))]
-        )
-        (total,) = k.reduce(
-            [n], [a.zero()], lambda j, acc: [a.add(acc[0], shifted_exp(j[0]))]
-        )
-        with k.loop(n) as j:
-            io.write(0, a.div(shifted_exp(j), total), at(j))
-
-
-def emit_log_softmax(io: KernelIO, op: graph.LogSoftmaxOp) -> None:
-    """Like softmax: max, then sum of exp(x - max); writes (x - max) - log(sum)."""
+def _exp_sweeps(io: KernelIO, op, write, of_total=lambda a, total: total) -> None:
+    """Per position along `axis`: the max, then the sum of exp(x - max); then
+    `write(a, x, peak, of_total(a, sum))` makes the last sweep (nothing is kept
+    between sweeps, so no scratch is needed)."""
     k, a = io.k, _arith(io, op)
     dims = graph.shape_of(op.input)
     axis = graph.normalize_axis(op.attr("axis"), len(dims))
@@ -118,9 +94,26 @@ def emit_log_softmax(io: KernelIO, op: graph.LogSoftmaxOp) -> None:
             return [a.add(acc[0], a.math(math.ExpOp, shifted))]
 
         (total,) = k.reduce([n], [a.zero()], add_exp)
-        log_total = a.math(math.LogOp, total)
+        total = of_total(a, total)  # hoisted out of the last sweep
         with k.loop(n) as j:
-            io.write(0, a.sub(a.sub(io.read(0, at(j)), peak), log_total), at(j))
+            io.write(0, write(a, io.read(0, at(j)), peak, total), at(j))
+
+
+def emit_softmax(io: KernelIO, op: graph.SoftmaxOp) -> None:
+    """exp(x - max) / sum of exp(x - max) along `axis`."""
+    _exp_sweeps(
+        io, op,
+        lambda a, x, peak, total: a.div(a.math(math.ExpOp, a.sub(x, peak)), total),
+    )  # fmt: skip
+
+
+def emit_log_softmax(io: KernelIO, op: graph.LogSoftmaxOp) -> None:
+    """(x - max) - log(sum of exp(x - max)) along `axis`."""
+    _exp_sweeps(
+        io, op,
+        lambda a, x, peak, log_total: a.sub(a.sub(x, peak), log_total),
+        lambda a, total: a.math(math.LogOp, total),
+    )  # fmt: skip
 
 
 def emit_hardmax(io: KernelIO, op: graph.HardmaxOp) -> None:
