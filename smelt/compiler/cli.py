@@ -268,7 +268,7 @@ def check_against_onnxruntime(
     names = [o.name for o in session.get_outputs()]
     feeds = dict(feeds)
     if constants:  # fed to onnxruntime as the values smelt compiled in
-        from smelt.frontend.onnx import constant_array
+        from smelt.frontend.onnx_constants import constant_array
 
         for info in _graph_inputs(path):
             if info.name in constants:

@@ -1,0 +1,89 @@
+"""Graph inputs fixed to values by the user (`constants={"sr": 16000}`, `--constant
+sr=16000`): they become initializers before import, so the If conditions and the
+shapes that depend on them fold."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from smelt.errors import SmeltError
+
+
+def fix_inputs(
+    model: onnx.ModelProto,
+    constants: Mapping[str, Any],
+    input_shapes: Mapping[str, Sequence[int]],
+) -> onnx.ModelProto:
+    """A copy of `model` whose inputs named in `constants` are initializers holding
+    those values, in each input's element type (and declared shape, where the
+    value has as many elements)."""
+    inputs = {i.name: i for i in model.graph.input}
+    unknown = sorted(set(constants) - set(inputs))
+    if unknown:
+        raise SmeltError(
+            f"constants names {', '.join(repr(n) for n in unknown)}, which "
+            f"{'is' if len(unknown) == 1 else 'are'} not model inputs (inputs: "
+            f"{', '.join(inputs) or 'none'})"
+        )
+    both = sorted(set(constants) & set(input_shapes))
+    if both:
+        raise SmeltError(
+            f"{', '.join(both)}: given in both constants and input_shapes; a "
+            "constant's shape is its value's"
+        )
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    graph = fixed.graph
+    kept = [t for t in graph.initializer if t.name not in constants]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    for name, value in constants.items():
+        array = constant_array(inputs[name], value)
+        graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+    return fixed
+
+
+def constant_array(info: onnx.ValueInfoProto, value: Any) -> np.ndarray:
+    """`value` as graph input `info` takes it: its element type, and its declared
+    shape where the value has as many elements (SmeltError when it cannot be)."""
+    from smelt.frontend.onnx import element_type  # (onnx.py imports this file)
+
+    what = f"constants['{info.name}']"
+    if info.type.WhichOneof("value") != "tensor_type":
+        raise SmeltError(f"{what}: input '{info.name}' is not a tensor")
+    tt = info.type.tensor_type
+    element_type(tt.elem_type, f"input '{info.name}'")  # refuses unsupported ones
+    np_dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+    try:
+        given = np.asarray(value)
+        array = given.astype(np_dtype)
+    except (TypeError, ValueError) as e:
+        raise SmeltError(
+            f"{what}: {value!r} is not a {np_dtype} tensor ({e})"
+        ) from None
+    if given.dtype.kind == "f" and np_dtype.kind in "iub" and not np.array_equal(
+        array, given
+    ):
+        raise SmeltError(
+            f"{what}: {value!r} is not a whole number; the input is {np_dtype}"
+        )
+    if not tt.HasField("shape"):
+        return array
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    if len(dims) == array.ndim and all(
+        d is None or d == n for d, n in zip(dims, array.shape)
+    ):
+        return array
+    if None not in dims and int(np.prod(dims)) == array.size:
+        return array.reshape(dims)
+    raise SmeltError(
+        f"{what}: a value of shape {list(array.shape)} does not fit input "
+        f"'{info.name}' of shape {[d if d is not None else '?' for d in dims]}"
+    )
+
+
