@@ -4,7 +4,8 @@ softmax, log_softmax, hardmax, layer_norm, batch_norm, LRN."""
 from __future__ import annotations
 
 import math as pymath
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from xdsl.dialects import arith, math
 from xdsl.ir import Operation, SSAValue
@@ -71,20 +72,23 @@ def emit_global_average_pool(io: KernelIO, op: graph.GlobalAveragePoolOp) -> Non
     _reduce(io, op, tuple(spatial), True)
 
 
+@contextmanager
+def _along_axis(io: KernelIO, op) -> Iterator[tuple[int, Callable]]:
+    """A loop nest over every position but `op`'s axis; yields the axis length and
+    `at(j)`, the full index of element j along the axis at the current position."""
+    dims = graph.shape_of(op.input)
+    axis = graph.normalize_axis(op.attr("axis"), len(dims))
+    others = [d for i, d in enumerate(dims) if i != axis]
+    with io.k.nest(others) as ivs:
+        yield dims[axis], lambda j: [*ivs[:axis], j, *ivs[axis:]]
+
+
 def _exp_sweeps(io: KernelIO, op, write, of_total=lambda a, total: total) -> None:
     """Per position along `axis`: the max, then the sum of exp(x - max); then
     `write(a, x, peak, of_total(a, sum))` makes the last sweep (nothing is kept
     between sweeps, so no scratch is needed)."""
     k, a = io.k, _arith(io, op)
-    dims = graph.shape_of(op.input)
-    axis = graph.normalize_axis(op.attr("axis"), len(dims))
-    n = dims[axis]
-    others = [d for i, d in enumerate(dims) if i != axis]
-    with k.nest(others) as ivs:
-
-        def at(j: Index) -> list[Index]:
-            return [*ivs[:axis], j, *ivs[axis:]]
-
+    with _along_axis(io, op) as (n, at):
         (peak,) = k.reduce(
             [n], [a.lowest()], lambda j, acc: [a.max(acc[0], io.read(0, at(j[0])))]
         )
@@ -120,14 +124,7 @@ def emit_hardmax(io: KernelIO, op: graph.HardmaxOp) -> None:
     """Per position: the first index of the max along `axis` (a NaN counts as the
     max, as in numpy's argmax), then 1 there and 0 elsewhere."""
     k, a = io.k, _arith(io, op)
-    dims = graph.shape_of(op.input)
-    axis = graph.normalize_axis(op.attr("axis"), len(dims))
-    n = dims[axis]
-    others = [d for i, d in enumerate(dims) if i != axis]
-    with k.nest(others) as ivs:
-
-        def at(j: Index) -> list[Index]:
-            return [*ivs[:axis], j, *ivs[axis:]]
+    with _along_axis(io, op) as (n, at):
 
         def step(j: list[Index], acc: list[SSAValue]) -> list[SSAValue]:
             best, where = acc
