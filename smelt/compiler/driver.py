@@ -216,7 +216,15 @@ def compile(
         )
         inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0
-    instrument = Instrumentation(dump)
+    source = None
+    if not isinstance(model, ModuleOp):  # a crash re-imports rather than keep a copy
+
+        def source() -> ModuleOp:
+            return import_graph(
+                model, options.input_shapes, base_dir, options.constants, False
+            )
+
+    instrument = Instrumentation(dump, source=source)
     instrument.stages["import"] = times["import"]
     t0 = time.perf_counter()
     lower(module, spec, instrument=instrument, source="import", finish=False)
@@ -230,7 +238,9 @@ def compile(
         else:
             from smelt.lowering.llvm.jit import compile_to_native
 
-            program = compile_to_native(module, profile=profile)
+            program = compile_to_native(
+                module, profile=profile, consume=source is not None
+            )
     times["codegen"] = time.perf_counter() - t0
     instrument.stages["codegen"] = times["codegen"]
     instrument.finish()

@@ -321,6 +321,7 @@ def compile_to_native(
     fast_math: bool = False,
     unroll: bool = False,
     profile: bool = False,
+    consume: bool = False,
 ) -> NativeProgram:
     """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main,
     for the module's `#target.cpu` (the host without one). Code for a CPU whose
@@ -328,9 +329,13 @@ def compile_to_native(
 
     `fast_math` adds `reassoc nsz` to float ops (so float reductions vectorize);
     `unroll` turns on LLVM's loop unroller (see `optimize`); `profile` times every
-    kernel call (`NativeProgram.profile`).
+    kernel call (`NativeProgram.profile`); `consume` lets the weights leave
+    `module` as they are copied into the program (the driver's compile: a
+    weight is never held twice), after which `module` cannot be compiled again.
     """
-    options = EmitOptions(fast_math=fast_math, profile=profile)
+    options = EmitOptions(
+        fast_math=fast_math, profile=profile, release_constants=consume
+    )
     mod, tm, spec, lowered = build(module, opt_level, options, unroll)
     if lowered.plan is None:
         raise SmeltError("the module has no @main: nothing to run")
