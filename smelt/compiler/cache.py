@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from smelt.errors import SmeltError
 from smelt.runtime import artifact
 from smelt.runtime.model import CompiledModel
-from smelt.targets.cpu_spec import CpuSpec
+from smelt.targets.cpu_spec import CpuSpec, host_lacks
 
 if TYPE_CHECKING:
     from smelt.compiler.driver import CompileOptions, ModelLike
@@ -58,7 +58,7 @@ def compile_cached(
     if lookup and path.exists():
         try:
             cached = artifact.load(path, check_cpu=False)
-            stale = _stale(cached.info["manifest"], key)
+            stale = _stale(cached.info["manifest"], key, options)
             if stale is None:
                 cached.info.update(cache="hit", cache_path=str(path))
                 return cached
@@ -71,12 +71,17 @@ def compile_cached(
     return compiled
 
 
-def _stale(manifest: dict[str, Any], key: str) -> str | None:
+def _stale(
+    manifest: dict[str, Any], key: str, options: CompileOptions
+) -> str | None:
     """Why an entry that loaded is not this build's, or None."""
     if manifest.get("smelt_source") != source_digest():
         return "built by another smelt source tree"
     if manifest.get("cache_key") != key:
         return "its key does not match its name"
+    missing = artifact.lacking(manifest)
+    if missing and not host_lacks(CpuSpec.parse(options.cpu)):  # a shared folder
+        return f"built on a CPU with {', '.join(missing)}, which this one lacks"
     return None
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
 from smelt.lowering.llvm.program import NativeProgram, aligned_empty
 from smelt.runtime.model import CompiledModel, TensorSpec
-from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
+from smelt.targets.cpu_spec import KNOWN_FEATURES, CpuSpec, host, host_lacks
 
 FORMAT = "smelt-artifact"
 FORMAT_VERSION = 1
@@ -154,8 +154,8 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
     path = os.fspath(path)
     with _open(path) as z:
         manifest = _manifest(z, path)
-        spec = _check_host(manifest, path, check_cpu)
-        code = _member(z, manifest, CODE, path)
+        spec, missing = _check_host(manifest, path, check_cpu)
+        code = _member(z, manifest, CODE, path).tobytes()
         weights = _member(z, manifest, WEIGHTS, path)
     engine = _engine(code, path)
     p = manifest["program"]
@@ -175,6 +175,7 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
             spec,
             tuple(p["check_messages"]),
             object_code=code,
+            missing_features=missing,
         )
         inputs = [_tensor_spec(t) for t in manifest["inputs"]]
         outputs = [_tensor_spec(t) for t in manifest["outputs"]]
@@ -237,16 +238,36 @@ def _manifest(z: zipfile.ZipFile, path: str) -> dict[str, Any]:
     return manifest
 
 
-def _check_host(manifest: dict[str, Any], path: str, check_cpu: bool) -> CpuSpec:
+def _check_host(
+    manifest: dict[str, Any], path: str, check_cpu: bool
+) -> tuple[CpuSpec, list[str]]:
+    """The artifact's CpuSpec and the ISA features this CPU lacks (refused
+    unless not `check_cpu`); a foreign architecture is always refused."""
     triple = llvm.get_process_triple()
     if manifest.get("triple") != triple:
         raise UnsupportedModel(
             f"the artifact '{path}' holds code for {manifest.get('triple')}; this "
             f"machine is {triple}: compile the model on (or for) this machine"
         )
+    spec = manifest_spec(manifest, path)
+    missing = lacking(manifest, path)
+    if check_cpu and missing:
+        raise UnsupportedModel(
+            f"the artifact '{path}' was compiled for {spec.name} with "
+            f"{', '.join(missing)}, which this CPU ({host().name}) lacks: compile the "
+            "model here, or for a CPU this one covers (an artifact built with --cpu "
+            "x86-64-v3 or x86-64-v4 runs on every CPU of that level)"
+        )
+    return spec, missing
+
+
+def manifest_spec(manifest: dict[str, Any], path: str = "") -> CpuSpec:
+    """The CpuSpec the artifact's code was built for."""
     try:
         cpu = manifest["cpu"]
-        spec = CpuSpec(
+        if not isinstance(cpu, dict) or not isinstance(cpu.get("implied"), list | None):
+            raise TypeError("not a record")
+        return CpuSpec(
             str(cpu["name"]),
             frozenset(cpu["features"]),
             int(cpu["l1d"]),
@@ -256,14 +277,34 @@ def _check_host(manifest: dict[str, Any], path: str, check_cpu: bool) -> CpuSpec
         )
     except (KeyError, TypeError, ValueError) as e:
         raise _damaged(path, f"its CPU record is incomplete ({e})") from None
-    lacking = host_lacks(spec)
-    if check_cpu and lacking:
-        raise UnsupportedModel(
-            f"the artifact '{path}' was compiled for {spec.name} with "
-            f"{', '.join(lacking)}, which this CPU ({host().name}) lacks: compile the "
-            "model here, or for a CPU this one covers (--cpu x86-64-v3)"
-        )
-    return spec
+
+
+def lacking(manifest: dict[str, Any], path: str = "") -> list[str]:
+    """The ISA features the artifact's code may use that this CPU lacks: smelt's
+    known features (`host_lacks`) and, for code built for another CPU model than
+    this one, the features LLVM takes from that CPU's name (recorded when it was
+    the build host's own, see `_implied_features`)."""
+    spec = manifest_spec(manifest, path)
+    missing = host_lacks(spec)
+    implied = manifest["cpu"].get("implied") or []
+    if spec.name != host().name:
+        here = llvm.get_host_cpu_features()
+        missing += [str(f) for f in implied if not here.get(str(f), False)]
+    return missing
+
+
+def _implied_features(spec: CpuSpec) -> list[str] | None:
+    """For code built for this host's CPU name: the host's other ISA features
+    (LLVM enables a named CPU's features beyond the ones smelt passes, so code for
+    "znver5" may use gfni or avx512vbmi); None for another CPU's name."""
+    if spec.name != host().name:
+        return None
+    found = llvm.get_host_cpu_features()
+    return sorted(
+        f for f, on in found.items()
+        if on and f not in KNOWN_FEATURES
+        and (spec.has("avx512f") or not f.startswith("avx512"))
+    )  # fmt: skip
 
 
 def _member(
@@ -299,10 +340,9 @@ def _member(
     return data
 
 
-def _engine(code: np.ndarray, path: str) -> llvm.ExecutionEngine:
+def _engine(data: bytes, path: str) -> llvm.ExecutionEngine:
     """An MCJIT engine holding the object code, its imports bound first (an
     unresolved symbol would abort the process inside LLVM)."""
-    data = code.tobytes()
     missing = [s for s in _imports(data, path) if not _bind(s)]
     if missing:
         raise UnsupportedModel(
@@ -392,6 +432,7 @@ def _bind(symbol: str) -> bool:
 def _spec_record(spec: CpuSpec) -> dict[str, Any]:
     return {
         "name": spec.name,
+        "implied": _implied_features(spec),
         "features": sorted(spec.features),
         "l1d": spec.l1d,
         "l2": spec.l2,

@@ -138,6 +138,15 @@ def saved(tmp_path_factory):
     return compiled, path
 
 
+def test_a_loaded_model_saves_again(saved, tmp_path):
+    compiled, path = saved
+    copy = smelt.load(path).save(tmp_path / "copy.smelt")
+    again = smelt.load(copy)
+    feeds = _feeds(compiled)
+    np.testing.assert_array_equal(again.run(feeds)["y"], compiled.run(feeds)["y"])
+    assert again.info["pipeline"] == compiled.info["pipeline"]
+
+
 @pytest.mark.parametrize(
     "edit, kind, needle",
     [
@@ -189,6 +198,23 @@ def test_a_cpu_the_host_lacks_is_refused(saved, tmp_path):
         model.run(_feeds(model))
 
 
+def test_features_of_another_cpu_name_are_checked(saved, tmp_path):
+    """Code built for a CPU name may use the features LLVM's table gives that
+    name; the manifest records them when the name was the build host's."""
+    path = tmp_path / "m.smelt"
+    path.write_bytes(saved[1].read_bytes())
+
+    def foreign(manifest):
+        manifest["cpu"]["name"] = "someothercpu"
+        manifest["cpu"]["implied"] = ["sse2", "imaginaryext"]
+
+    _rewrite(path, edit_manifest=foreign)
+    with pytest.raises(UnsupportedModel, match="with imaginaryext, which this CPU"):
+        smelt.load(path)
+    with pytest.raises(SmeltError, match="imaginaryext"):
+        smelt.load(path, check_cpu=False).run(_feeds(saved[0]))
+
+
 def test_cache_hit_then_corrupt_entry_rebuilt(tmp_path):
     model = _mlp_model()
     first = smelt.compile(model, cache=tmp_path)
@@ -221,6 +247,7 @@ def test_cache_hit_then_corrupt_entry_rebuilt(tmp_path):
         lambda m: m.update(smelt_version="0.0.1"),
         lambda m: m.update(smelt_source="0" * 64),
         lambda m: m.update(cache_key="f" * 64),
+        lambda m: m["cpu"].update(name="othercpu", implied=["imaginaryext"]),
     ],
 )
 def test_stale_cache_entry_rebuilt(tmp_path, edit):
@@ -283,6 +310,15 @@ def test_cli_compile_then_run(tmp_path):
     light = subprocess.run([sys.executable, "-c", check], capture_output=True,
                            text=True, timeout=120)
     assert light.returncode == 0, light.stderr
+    # through the cache: a miss, then a hit that is saved again
+    for status in ("miss", "hit"):
+        done = smelt_cli("compile", str(onnx_path), "-o", str(tmp_path / "c.smelt"),
+                         "--cache", str(tmp_path / "cache"))
+        assert done.returncode == 0 and f"(cache {status})" in done.stdout, done
+    ran = smelt_cli("run", str(tmp_path / "c.smelt"), "--inputs",
+                    str(tmp_path / "in.npz"), "-o", str(tmp_path / "out2.npz"))
+    assert ran.returncode == 0, ran.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out2.npz")["y"], expected)
     # a flag of `smelt run MODEL` that an artifact cannot take is an error
     wrong = smelt_cli("run", str(tmp_path / "mlp.smelt"), "--level", "O3")
     assert wrong.returncode != 0 and "unrecognized arguments" in wrong.stderr

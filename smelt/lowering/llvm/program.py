@@ -68,7 +68,8 @@ class NativeProgram:
     when the program is collected or the interpreter exits; a forked child starts
     its own. `engine` holds the code: JIT-compiled from `module` (then `llvm_ir`
     and `asm` show it) or loaded from an object file (`object_code`, what an
-    artifact stores).
+    artifact stores; `missing_features` then says what this CPU lacks of the
+    CPU the code was built for, beyond `host_lacks`).
     """
 
     def __init__(
@@ -88,13 +89,17 @@ class NativeProgram:
         module: llvm.ModuleRef | None = None,
         tm: llvm.TargetMachine | None = None,
         object_code: bytes | None = None,
+        missing_features: list[str] | None = None,
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
         self._engine, self._module, self._tm = engine, module, tm
         self.object_code = object_code
         self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
         self.spec = spec or host()
-        self.missing_features = host_lacks(self.spec)
+        # features the code may use that this CPU lacks: then it refuses to run
+        if missing_features is None:
+            missing_features = host_lacks(self.spec)
+        self.missing_features = missing_features
         self.check_messages = check_messages
         self._status: ctypes.c_int32 | None = None
         if check_messages:
