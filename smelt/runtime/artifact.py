@@ -13,13 +13,11 @@ An artifact is a zip archive, stored uncompressed:
 Loading checks everything before the code is touched: the format version, every
 member's size and sha256, the smelt version, the target triple, that the host CPU
 has every ISA feature the code was built for, and that each symbol the object
-imports (libm, pthreads, compiler runtime) resolves in this process.
+imports (libm, pthreads, compiler runtime) resolves in this process (`object_code`).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import json
 import os
@@ -27,7 +25,6 @@ import secrets
 import struct
 import time
 import zipfile
-from functools import cache
 from typing import Any
 
 import llvmlite
@@ -35,8 +32,9 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
-from smelt.lowering.llvm.program import NativeProgram, aligned_empty
+from smelt.lowering.llvm.program import ENTRY, NativeProgram, aligned_empty
 from smelt.runtime.model import CompiledModel, TensorSpec
+from smelt.runtime.object_code import load_object
 from smelt.targets.cpu_spec import KNOWN_FEATURES, CpuSpec, host, host_lacks
 
 FORMAT = "smelt-artifact"
@@ -157,7 +155,7 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
         spec, missing = _check_host(manifest, path, check_cpu)
         code = _member(z, manifest, CODE, path).tobytes()
         weights = _member(z, manifest, WEIGHTS, path)
-    engine = _engine(code, path)
+    engine = load_object(code, ENTRY, f"the artifact '{path}'")
     p = manifest["program"]
     try:
         signature = [(tuple(s), _dtype(d)) for s, d in p["signature"]]
@@ -338,92 +336,6 @@ def _member(
     if hashlib.sha256(memoryview(data)[:size]).hexdigest() != digest:
         raise _damaged(path, f"the sha256 of {name} does not match its manifest")
     return data
-
-
-def _engine(data: bytes, path: str) -> llvm.ExecutionEngine:
-    """An MCJIT engine holding the object code, its imports bound first (an
-    unresolved symbol would abort the process inside LLVM)."""
-    missing = [s for s in _imports(data, path) if not _bind(s)]
-    if missing:
-        raise UnsupportedModel(
-            f"the artifact '{path}' calls {', '.join(missing)}, which this process "
-            "cannot find (libm, libpthread or libgcc_s missing?)"
-        )
-    _initialize()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    tm = target.create_target_machine(codemodel="jitdefault", jit=True)
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-    try:
-        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
-        engine.finalize_object()
-        if not engine.get_function_address("smelt_main"):
-            raise RuntimeError("no smelt_main in the object code")
-    except RuntimeError as e:
-        raise _damaged(path, f"its object code does not load ({e})") from None
-    return engine
-
-
-@cache
-def _initialize() -> None:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-
-
-def _imports(obj: bytes, path: str) -> list[str]:
-    """The undefined symbols of a relocatable ELF64 object (little-endian)."""
-    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
-        raise UnsupportedModel(
-            f"the artifact '{path}' holds object code this loader cannot read "
-            "(only 64-bit little-endian ELF)"
-        )
-    try:
-        shoff, = struct.unpack_from("<Q", obj, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
-        sections = [
-            struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
-            for i in range(shnum)
-        ]
-        names: list[str] = []
-        for _, kind, _, _, offset, size, link, _, _, entsize in sections:
-            if kind != 2:  # SHT_SYMTAB
-                continue
-            strtab = sections[link]
-            strings = obj[strtab[4] : strtab[4] + strtab[5]]
-            for at in range(offset, offset + size, entsize or 24):
-                name, info, _, shndx = struct.unpack_from("<IBBH", obj, at)
-                if shndx == 0 and name and info >> 4 in (1, 2):  # UNDEF, GLOBAL/WEAK
-                    names.append(strings[name : strings.index(b"\0", name)].decode())
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as e:
-        raise _damaged(path, f"its object code is malformed ({e})") from None
-    return names
-
-
-@cache
-def _libraries() -> tuple[ctypes.CDLL, ...]:
-    """This process, then libm, libpthread and libgcc_s (the compiler runtime)."""
-    libs = [ctypes.CDLL(None)]
-    for name in ("m", "pthread", "gcc_s"):
-        found = ctypes.util.find_library(name)
-        for candidate in filter(None, (found, f"lib{name}.so.1", f"lib{name}.so.6")):
-            try:
-                libs.append(ctypes.CDLL(candidate))
-                break
-            except OSError:
-                continue
-    return tuple(libs)
-
-
-def _bind(symbol: str) -> bool:
-    """Makes `symbol` known to the JIT linker; False if no library has it."""
-    for lib in _libraries():
-        try:
-            address = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
-        except AttributeError:
-            continue
-        if address:
-            llvm.add_symbol(symbol, address)
-            return True
-    return False
 
 
 # -- records ---------------------------------------------------------------------------
