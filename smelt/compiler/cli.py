@@ -1,5 +1,5 @@
 """The `smelt` command: `smelt run MODEL [--check]`, `smelt report MODEL [-p ...]`,
-`smelt quantize MODEL --calibration DATA -o OUT`."""
+`smelt quantize MODEL --calibration DATA -o OUT`, `smelt compile MODEL -o FILE`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from smelt.compiler.artifact_cli import add_compile_parser, artifact_run_args
 from smelt.errors import InternalError, SmeltError, internal_errors
 
 DEFAULT_MODEL = "light_resnet50"
@@ -441,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only write the source (with -o)")
     ahead.set_defaults(func=cmd_aot)
     add_quantize_parser(sub)
+    add_compile_parser(sub)
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true",
                              help="print the traceback of an internal error")
@@ -475,7 +477,8 @@ def add_quantize_parser(sub) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # `smelt run FILE.smelt` parses its few flags alone: the full parser imports onnx
+    args = artifact_run_args(argv) or build_parser().parse_args(argv)
     try:
         with internal_errors(f"smelt {args.command}"):
             return args.func(args)

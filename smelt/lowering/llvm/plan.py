@@ -14,24 +14,15 @@ from xdsl.ir import SSAValue
 
 from smelt.dialects.loop import AllocOp, ConstantOp
 from smelt.errors import ResourceLimit, SmeltError
+from smelt.lowering.llvm.program import ALIGN, aligned_empty
 from smelt.lowering.llvm.types import buffer_info
 
 RELEASE_ELEMENTS = 4096
 """Constants above this many elements leave the IR when `plan_memory(release=True)`."""
 
-ALIGN = 64
-"""Byte alignment of every arena buffer and weight (a cache line, an AVX-512 vector)."""
-
 
 def align_up(n: int, alignment: int = ALIGN) -> int:
     return -(-n // alignment) * alignment
-
-
-def aligned_empty(nbytes: int) -> np.ndarray:
-    """A zeroed uint8 array of `nbytes` (at least one) starting on an ALIGN boundary."""
-    raw = np.zeros(max(1, nbytes) + ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    return raw[start : start + max(1, nbytes)]
 
 
 @dataclass(frozen=True)
