@@ -58,7 +58,7 @@ def load_model(
             "is the file truncated or corrupt?"
         )
     external = [
-        t for t in _tensors(proto.graph) if external_data_helper.uses_external_data(t)
+        t for t in graph_tensors(proto.graph) if external_data_helper.uses_external_data(t)
     ]
     if not external:
         return proto, None
@@ -106,7 +106,7 @@ def _check_location(base_dir, tensor: onnx.TensorProto, what: str) -> None:
         )
 
 
-def _tensors(graph: onnx.GraphProto):
+def graph_tensors(graph: onnx.GraphProto):
     """Every TensorProto of `graph`: initializers and node attributes, subgraphs
     included."""
     yield from graph.initializer
@@ -116,9 +116,9 @@ def _tensors(graph: onnx.GraphProto):
                 yield attr.t
             yield from attr.tensors
             for sub in [attr.g] if attr.HasField("g") else []:
-                yield from _tensors(sub)
+                yield from graph_tensors(sub)
             for sub in attr.graphs:
-                yield from _tensors(sub)
+                yield from graph_tensors(sub)
 
 
 def tensor_array(
