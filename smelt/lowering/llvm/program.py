@@ -66,8 +66,8 @@ class NativeProgram:
     A program whose loops run on threads owns a pool of `threads` threads
     (`pool_bytes` of memory), started here and stopped (workers woken and joined)
     when the program is collected or the interpreter exits; a forked child starts
-    its own. `engine` holds the code: JIT-compiled from `module` (then `llvm_ir`
-    and `asm` show it) or loaded from an object file (`object_code`, what an
+    its own. `engine` holds the code: JIT-compiled from `modules` (then `llvm_ir`
+    and `asm` show it) or loaded from object files (`object_code`, what an
     artifact stores; `missing_features` then says what this CPU lacks of the
     CPU the code was built for, beyond `host_lacks`).
     """
@@ -86,13 +86,13 @@ class NativeProgram:
         profiled_calls: tuple[str, ...] = (),
         spec: CpuSpec | None = None,
         check_messages: tuple[str, ...] = (),
-        module: llvm.ModuleRef | None = None,
+        modules: list[llvm.ModuleRef] | None = None,
         tm: llvm.TargetMachine | None = None,
-        object_code: bytes | None = None,
+        object_code: tuple[bytes, ...] | None = None,
         missing_features: list[str] | None = None,
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
-        self._engine, self._module, self._tm = engine, module, tm
+        self._engine, self._modules, self._tm = engine, modules, tm
         self.object_code = object_code
         self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
         self.spec = spec or host()
@@ -116,7 +116,6 @@ class NativeProgram:
             names[i] if i < len(names) else f"#{i}" for i in range(len(signature))
         ]
         self._io = (ctypes.c_void_p * max(1, len(signature)))()
-        self.llvm_ir = str(module) if module is not None else ""
         self._lock = threading.Lock()
         self.threads = 1  # the pool's threads once started
         self.pool_threads, self.pool_bytes = threads, pool_bytes  # what it asks for
@@ -168,14 +167,20 @@ class NativeProgram:
         )
 
     @cached_property
+    def llvm_ir(self) -> str:
+        """The optimized LLVM IR, each part of the split module in turn (made on
+        first use; "" for a program loaded from machine code)."""
+        return "\n".join(str(m) for m in self._modules or ())
+
+    @cached_property
     def asm(self) -> str:
         """The host assembly of the optimized module (computed on first use)."""
-        if self._module is None or self._tm is None:
+        if self._modules is None or self._tm is None:
             raise SmeltError(
                 "this program was loaded from machine code: it has no assembly text "
                 "(compile the model to see it)"
             )
-        return self._tm.emit_assembly(self._module)
+        return "\n".join(self._tm.emit_assembly(m) for m in self._modules)
 
     def run(self, args: list[np.ndarray]) -> None:
         """Runs the model; outputs (the trailing args) are written in place."""
