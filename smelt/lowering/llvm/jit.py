@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 
 from smelt.dialects.dtypes import to_numpy
 from smelt.dialects.target import cpu_target
-from smelt.errors import SmeltError
+from smelt.errors import InvalidInput, SmeltError
 from smelt.lowering.llvm import libm, threads
 from smelt.lowering.llvm.emit import (
     ENTRY,
@@ -111,6 +111,7 @@ class NativeProgram:
         profiled_calls: tuple[str, ...] = (),
         spec: CpuSpec | None = None,
         check_messages: tuple[str, ...] = (),
+        profiled_nodes: tuple[tuple[str, ...], ...] = (),
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
         self._engine, self._module, self._tm = engine, mod, tm
@@ -144,6 +145,7 @@ class NativeProgram:
         self._pool_pid = 0
         self._pool_finalizer: weakref.finalize | None = None
         self.profiled_calls = profiled_calls
+        self.profiled_nodes = profiled_nodes  # the ONNX nodes of each call
         self._ticks: np.ndarray | None = None
         if profiled_calls:
             address = engine.get_global_value_address(PROFILE_GLOBAL)
@@ -228,7 +230,8 @@ class NativeProgram:
             )
             if self._status is not None and self._status.value:
                 code, self._status.value = self._status.value, 0
-                raise SmeltError(self.check_messages[code - 1])
+                # an input out of range (the message names its ONNX node)
+                raise InvalidInput(self.check_messages[code - 1])
 
 
 @cache
@@ -350,4 +353,5 @@ def compile_to_native(
         lowered.profiled_calls,
         spec,
         lowered.check_messages,
+        lowered.profiled_nodes,
     )
