@@ -37,7 +37,8 @@ class LoopDedupKernelsPass(ModulePass):
     transformer's layers) share their kernels, whose weights are arguments.
     A pass that rewrites a kernel per call site must handle several callers.
     The kept kernel's location names the ONNX nodes of all of them; each call
-    keeps its own.
+    keeps its own. Kernels whose run-time checks (`loop.check`) name different
+    nodes differ in their messages, so they stay apart and a failure names its node.
 
         func.func @conv_3(...) {A}   func.func @conv_7(...) {A}
         func.call @conv_3(%x, %w1)   func.call @conv_7(%y, %w2)
