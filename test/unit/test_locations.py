@@ -91,7 +91,9 @@ def test_locations_survive_printing_and_parsing():
 def test_kernels_and_calls_keep_the_names_through_the_cpu_pipeline():
     module = import_graph(_mlp())
     lower(module, pipelines.preset("cpu", "O2", 1))
-    kernels = [op for op in module.ops if isinstance(op, func.FuncOp) and loop.is_kernel(op)]
+    kernels = [
+        op for op in module.ops if isinstance(op, func.FuncOp) and loop.is_kernel(op)
+    ]
     main = next(op for op in module.ops if op.sym_name.data == "main")
     calls = [op for op in main.body.ops if isinstance(op, func.CallOp)]
     assert kernels and calls
@@ -139,7 +141,8 @@ def test_a_run_time_check_names_its_node(threads):
         compiled.run({"i": np.array([0, -1, 2])})["y"],
         np.arange(40, dtype=np.float32).reshape(10, 4)[[0, -1, 2]],
     )
-    with pytest.raises(InvalidInput, match=r"^ONNX node 'embed': Gather .*out of range"):
+    message = r"^ONNX node 'embed': Gather .*out of range"
+    with pytest.raises(InvalidInput, match=message):
         compiled.run({"i": np.array([0, 10, 2])})
 
 
