@@ -91,6 +91,7 @@ def save(
             "threads": program.pool_threads,
             "pool_bytes": program.pool_bytes,
             "profiled_calls": list(program.profiled_calls),
+            "profiled_nodes": [list(n) for n in program.profiled_nodes],
             "code": list(code),
             "check_messages": list(program.check_messages),
         },
@@ -183,6 +184,7 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
             tuple(p["check_messages"]),
             object_code=code,
             missing_features=missing,
+            profiled_nodes=tuple(tuple(n) for n in p.get("profiled_nodes", ())),
         )
         inputs = [_tensor_spec(t) for t in manifest["inputs"]]
         outputs = [_tensor_spec(t) for t in manifest["outputs"]]

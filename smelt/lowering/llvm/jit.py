@@ -189,6 +189,7 @@ def compile_to_native(
         lowered.profiled_calls,
         spec,
         lowered.check_messages,
+        profiled_nodes=lowered.profiled_nodes,
         modules=mods,
         tm=target_machine(spec, opt_level),
         object_code=objects,

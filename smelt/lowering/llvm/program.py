@@ -19,7 +19,7 @@ from functools import cache, cached_property
 import llvmlite.binding as llvm
 import numpy as np
 
-from smelt.errors import SmeltError
+from smelt.errors import InvalidInput, SmeltError
 from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
 
 ENTRY = "smelt_main"
@@ -90,6 +90,7 @@ class NativeProgram:
         tm: llvm.TargetMachine | None = None,
         object_code: tuple[bytes, ...] | None = None,
         missing_features: list[str] | None = None,
+        profiled_nodes: tuple[tuple[str, ...], ...] = (),
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
         self._engine, self._modules, self._tm = engine, modules, tm
@@ -123,6 +124,7 @@ class NativeProgram:
         self._pool_pid = 0
         self._pool_finalizer: weakref.finalize | None = None
         self.profiled_calls = profiled_calls
+        self.profiled_nodes = profiled_nodes  # the ONNX nodes of each call
         self._ticks: np.ndarray | None = None
         if profiled_calls:
             address = engine.get_global_value_address(PROFILE_GLOBAL)
@@ -226,7 +228,8 @@ class NativeProgram:
             )
             if self._status is not None and self._status.value:
                 code, self._status.value = self._status.value, 0
-                raise SmeltError(self.check_messages[code - 1])
+                # an input out of range (the message names its ONNX node)
+                raise InvalidInput(self.check_messages[code - 1])
 
 
 def _stop_pool(
