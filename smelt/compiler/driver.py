@@ -14,7 +14,9 @@ from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
 from xdsl.passes import PassPipeline
 
 from smelt.compiler import pipelines
-from smelt.compiler.instrument import DumpOptions, Instrumentation
+from smelt.compiler.instrument import DumpOptions, Instrumentation, pass_specs
+from smelt.compiler.progress import SILENT, Progress
+from smelt.compiler.report import summary
 from smelt.dialects import dtypes
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
@@ -171,6 +173,7 @@ def compile(
     base_dir: str | os.PathLike | None = None,
     check_model: bool = True,
     dump: DumpOptions | None = None,
+    progress: Progress | None = None,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
@@ -188,7 +191,8 @@ def compile(
     `check_model=False` skips onnx's full checker (it refuses a few valid models:
     onnx 1.23 rejects its own test_mvn); `dump` prints, writes, times and counts
     what each pass did (mlir-opt's --print-ir-* flags, see DumpOptions), and says
-    where a crashing pass's reproducer lies."""
+    where a crashing pass's reproducer lies; `progress` is told each stage and
+    pass as it starts (the CLI's status line: `smelt.compiler.progress`)."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -207,8 +211,10 @@ def compile(
         )
     if profile and target != "cpu":
         raise SmeltError("profile=True times kernels on the cpu target only")
+    progress = progress if progress is not None else SILENT
     times = {}
     t0 = time.perf_counter()
+    progress.stage("import")
     with internal_errors("the ONNX import"):
         module = import_graph(
             model, options.input_shapes, base_dir, options.constants,
@@ -219,8 +225,11 @@ def compile(
     instrument = Instrumentation(dump)
     instrument.stages["import"] = times["import"]
     t0 = time.perf_counter()
-    lower(module, spec, instrument=instrument, source="import", finish=False)
+    progress.stage("passes", len(pass_specs(spec)))
+    lower(module, spec, progress.callback, instrument, source="import", finish=False)
     times["passes"] = time.perf_counter() - t0
+    stats = summary(module)
+    progress.stage("codegen")
     t0 = time.perf_counter()
     with internal_errors(f"code generation for the {target} target"):
         if target == "gpu":
@@ -234,7 +243,8 @@ def compile(
     times["codegen"] = time.perf_counter() - t0
     instrument.stages["codegen"] = times["codegen"]
     instrument.finish()
-    info = {"pipeline": spec, "target": target, "seconds": times}
+    stats["arena_bytes"] = program.arena_bytes  # what the runtime allocates
+    info = {"pipeline": spec, "target": target, "seconds": times, "stats": stats}
     if target == "cpu":
         info["cpu"] = str(program.spec)
     return CompiledModel(program, inputs, outputs, info)
