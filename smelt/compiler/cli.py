@@ -450,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only write the source (with -o)")
     ahead.set_defaults(func=cmd_aot)
     add_quantize_parser(sub)
+    from smelt.compiler.explore import add_explore_parser
+
+    add_explore_parser(sub)
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true",
                              help="print the traceback of an internal error")
