@@ -83,13 +83,15 @@ def explore(
     """Runs every candidate on `executor` with a progress bar (on a terminal,
     unless `quiet`); the records, by candidate number, each with `header`'s
     fields and a `replay` command."""
-    from tqdm import tqdm
-
+    try:
+        from tqdm import tqdm
+    except ImportError:  # no bar (pip install 'smelt[explore]')
+        quiet, tqdm = True, None
     records = []
     bar = tqdm(
         total=len(cands), desc="explore", unit="candidate", file=sys.stderr,
         disable=True if quiet else None, dynamic_ncols=True,
-    )  # fmt: skip
+    ) if tqdm else _NoBar()  # fmt: skip
     with bar:
         for result in executor.results(job, cands):
             records.append({**(header or {}), **result})
@@ -103,6 +105,20 @@ def explore(
     for r in records:
         r["replay"] = f"smelt run {job.name} -p '{r['pipeline']}'"
     return sorted(records, key=lambda r: r["candidate"])
+
+
+class _NoBar:
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def update(self) -> None:
+        pass
 
 
 COLUMNS = (

@@ -247,6 +247,6 @@ def candidates(
             if pipeline in seen:
                 continue
             seen.add(pipeline)
-            options = tuple(dict.fromkeys(applied))
+            options = tuple(p for p in point if p in applied)  # in grid order
             out.append(Candidate(len(out) + 1, order, options, pipeline))
     return out
