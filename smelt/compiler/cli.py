@@ -451,8 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.set_defaults(func=cmd_aot)
     add_quantize_parser(sub)
     from smelt.compiler.explore import add_explore_parser
+    from smelt.compiler.show import add_show_parser
 
     add_explore_parser(sub)
+    add_show_parser(sub)
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true",
                              help="print the traceback of an internal error")
