@@ -1,7 +1,7 @@
 """`smelt explore`: search pass orders, subsets and pass options on one model.
 
-    smelt explore light_resnet50 --orders 6 \\
-        --passes graph-fold-constants,graph-fold-batchnorm,graph-convert-layout{layout=nhwc},graph-fuse
+    P=graph-fold-batchnorm,graph-convert-layout{layout=nhwc},graph-simplify,graph-fuse
+    smelt explore light_resnet50 --passes $P --orders 6
     smelt explore model.onnx --passes loop-schedule,loop-vectorize \\
         --option loop-schedule.mr=4,6 --executor ray
 

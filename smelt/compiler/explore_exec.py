@@ -122,7 +122,7 @@ class LocalExecutor(Executor):
 
     def results(self, job: Job, candidates: Sequence[Candidate]) -> Iterator[dict]:
         queue = deque(candidates)
-        broke: dict[int, int] = {}  # candidate index → pools it was in when they broke
+        broke: dict[int, int] = {}  # candidate → pools that broke while it ran
         pool = self._pool(job)
         pending = {}
         try:
@@ -186,7 +186,8 @@ class RayExecutor(Executor):
     def describe(self) -> str:
         cpus = int(self._ray.cluster_resources().get("CPU", 0))
         where = f"cluster {self.address}" if self.address else "local ray.init()"
-        return f"ray: {where}, {cpus} CPU{'s' if cpus != 1 else ''}, one CPU per candidate"
+        plural = "s" if cpus != 1 else ""
+        return f"ray: {where}, {cpus} CPU{plural}, one CPU per candidate"
 
     def results(self, job: Job, candidates: Sequence[Candidate]) -> Iterator[dict]:
         ray = self._ray

@@ -9,10 +9,13 @@ from collections.abc import Sequence
 AXES = (("kernels", "kernels", 1.0), ("arena_bytes", "arena", 1.0))
 
 
-def pareto(points: Sequence[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
+Point = tuple[float, float, int]  # x, latency, candidate number
+
+
+def pareto(points: Sequence[Point]) -> list[Point]:
     """The points (x, y, id) that no other point beats on both x and y (smaller is
     better), by increasing x."""
-    front: list[tuple[float, float, int]] = []
+    front: list[Point] = []
     for x, y, i in sorted(points):
         if not front or y < front[-1][1]:
             front.append((x, y, i))

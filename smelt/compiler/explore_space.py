@@ -71,9 +71,8 @@ def _known(name: str) -> type:
     from smelt.universe import SMELT_UNIVERSE
 
     if name not in SMELT_UNIVERSE.all_passes:
-        raise SmeltError(
-            f"unknown pass '{name}': choose among {', '.join(SMELT_UNIVERSE.all_passes)}"
-        )
+        known = ", ".join(SMELT_UNIVERSE.all_passes)
+        raise SmeltError(f"unknown pass '{name}': choose among {known}")
     return SMELT_UNIVERSE.all_passes[name]()
 
 

@@ -68,7 +68,8 @@ def test_the_graph_part_of_a_pipeline_is_cut_at_graph_fuse():
     before, rest = graph_spec(pipelines.preset("cpu", "O2", cpu="x86-64-v3"))
     assert before[0].startswith("target-attach-cpu") and rest[0] == "graph-fuse"
     assert not any(s.startswith(("convert-", "loop-")) for s in before + rest)
-    assert graph_spec("graph-simplify,convert-graph-to-loop") == (["graph-simplify"], [])
+    spec = "graph-simplify,convert-graph-to-loop"
+    assert graph_spec(spec) == (["graph-simplify"], [])
 
 
 def test_svg_html_json_dot(pics, tmp_path):
