@@ -30,6 +30,17 @@ def _byte_unit(sizes: Sequence[int]) -> tuple[str, float]:
     return "arena (bytes)", 1.0
 
 
+def _labels(points: Sequence[Point]) -> dict[tuple[float, float], list[int]]:
+    """One label per cluster of points at the same x and within 5% in latency
+    (a label each would print over one another)."""
+    labels: dict[tuple[float, float], list[int]] = {}
+    for x, y, i in sorted(points):
+        near = next((k for k in labels if k[0] == x and abs(k[1] - y) <= 0.05 * y),
+                    None)  # fmt: skip
+        labels.setdefault(near or (x, y), []).append(i)
+    return labels
+
+
 def plot_tradeoffs(records: Sequence[dict], path: str, title: str) -> bool:
     """Writes the PNG at `path`; False (and a note on stderr) without matplotlib."""
     try:
@@ -55,8 +66,12 @@ def plot_tradeoffs(records: Sequence[dict], path: str, title: str) -> bool:
             bad = i in wrong
             ax.scatter(x, y, c="tab:red" if bad else "tab:blue",
                        marker="x" if bad else "o", s=36, zorder=3)
-            ax.annotate(f"#{i}", (x, y), textcoords="offset points", xytext=(4, 4),
-                        fontsize=8)
+        for (x, y), ids in _labels(points).items():
+            ax.annotate(" ".join(f"#{i}" for i in ids), (x, y), fontsize=8,
+                        textcoords="offset points", xytext=(4, 4))
+        latencies = [p[1] for p in points]
+        if latencies and max(latencies) > 20 * max(min(latencies), 1e-9):
+            ax.set_yscale("log")
         front = pareto([p for p in points if p[2] not in wrong])
         if len(front) > 1:
             ax.step([p[0] for p in front], [p[1] for p in front], where="post",
