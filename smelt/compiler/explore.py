@@ -21,12 +21,14 @@ import os
 import sys
 from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from smelt.compiler.explore_eval import Job
-from smelt.compiler.explore_exec import Executor, make_executor
-from smelt.compiler.explore_space import Candidate, candidates, parse_option_grid
 from smelt.errors import SmeltError
+
+if TYPE_CHECKING:  # imported when used: `smelt --help` / `smelt run` stay light
+    from smelt.compiler.explore_eval import Job
+    from smelt.compiler.explore_exec import Executor
+    from smelt.compiler.explore_space import Candidate
 
 
 def base_pipeline(base: str, target: str, cpu: str) -> str:
@@ -53,6 +55,7 @@ def make_job(
     seeded random inputs and the reference executor's outputs for them."""
     from smelt.compiler.cli import random_inputs
     from smelt.compiler.driver import import_graph, io_specs
+    from smelt.compiler.explore_eval import Job
     from smelt.runtime.reference import run_graph
 
     try:
@@ -199,7 +202,10 @@ def write_outputs(
 
 def cmd_explore(args: argparse.Namespace) -> int:
     from smelt.compiler.cli import parse_constants, parse_shapes, resolve_model
-    from smelt.compiler.explore_space import explored_passes, pass_options, split_specs
+    from smelt.compiler.explore_exec import make_executor
+    from smelt.compiler.explore_space import (
+        candidates, explored_passes, parse_option_grid, pass_options, split_specs,
+    )  # fmt: skip
 
     if args.list_options:
         for spec in explored_passes(args.passes):
@@ -247,9 +253,10 @@ def _version() -> str:
         return "unknown"
 
 
-def add_explore_parser(sub: Any) -> None:
-    from smelt.compiler.explore_eval import STATUSES
+STATUSES = "ok, wrong, compile-error, run-error, crashed (see explore_eval.STATUSES)"
 
+
+def add_explore_parser(sub: Any) -> None:
     e = sub.add_parser(
         "explore", help="search pass orders, subsets and options: metrics, table, plot",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -286,5 +293,5 @@ def add_explore_parser(sub: Any) -> None:
     e.add_argument("-o", "--output", metavar="DIR", help="results folder "
                    "(default explore-MODEL)")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    e.epilog = "statuses: " + ", ".join(STATUSES)
+    e.epilog = "statuses: " + STATUSES
     e.set_defaults(func=cmd_explore)
