@@ -122,6 +122,25 @@ def test_local_workers_are_one_per_core():
     assert len(set(executor.cores)) == executor.workers
 
 
+class _Dies:
+    """Unpickled in a worker, ends it at once (as a native crash would)."""
+
+    def __reduce__(self):
+        return (os._exit, (3,))
+
+
+def test_a_worker_that_dies_costs_only_its_candidate(encoder):
+    import dataclasses
+
+    job = dataclasses.replace(make_job(encoder, repeat=1), feeds={"x": _Dies()})
+    cands = [Candidate(i, (1,), (), "graph-fuse") for i in (1, 2)]
+    records = list(LocalExecutor(workers=1).results(job, cands))
+    assert [(r["candidate"], r["status"]) for r in records] == [
+        (1, "crashed"), (2, "crashed")
+    ]  # fmt: skip
+    assert "worker process died" in records[0]["error"]
+
+
 # -- end to end ---------------------------------------------------------------------
 
 
