@@ -183,12 +183,13 @@ def pictures(module: Any, pipeline: str | None) -> list[Picture]:
 
 
 def summary(pic: Picture) -> str:
-    """"N ops, K kernels (F fused)": a kernel is a group or an op outside one
-    that is not a view."""
+    """"N ops, K graph-level kernels (F fused)": a kernel is a group or an op
+    outside one that is not a view (the lowering may split some in several, e.g.
+    a padded conv: `smelt run` counts the loop-level ones)."""
     ops = [n for n in pic.nodes if n.kind in ("op", "view")]
     alone = sum(n.kind == "op" and n.group is None for n in ops)
     fused = len(pic.groups)
-    return f"{len(ops)} ops, {alone + fused} kernels ({fused} fused)"
+    return f"{len(ops)} ops, {alone + fused} graph-level kernels ({fused} fused)"
 
 
 def _size(n: int) -> str:
