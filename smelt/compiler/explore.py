@@ -85,7 +85,7 @@ def explore(
 ) -> list[dict]:
     """Runs every candidate on `executor` with a progress bar (on a terminal,
     unless `quiet`); the records, by candidate number, each with `header`'s
-    fields and a `replay` command."""
+    fields and a `replay` command (of header["model_path"])."""
     try:
         from tqdm import tqdm
     except ImportError:  # no bar (pip install 'smelt[explore]')
@@ -105,8 +105,9 @@ def explore(
                 + (f", best {best:.2f} ms" if best is not None else "")
             )
             bar.update()
+    model = (header or {}).get("model_path", job.name)
     for r in records:
-        r["replay"] = f"smelt run {job.name} -p '{r['pipeline']}'"
+        r["replay"] = f"smelt run {model} -p '{r['pipeline']}'"
     return sorted(records, key=lambda r: r["candidate"])
 
 
@@ -230,7 +231,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     try:
         print(f"{job.name} (sha256 {job.sha256[:12]}): {len(cands)} candidates, "
               f"{executor.describe()}")
-        header = {"model": job.name, "model_sha256": job.sha256,
+        header = {"model": job.name, "model_path": args.model,
+                  "model_sha256": job.sha256,
                   "target": args.target, "base": base, "explored": explored,
                   "smelt_version": _version(), "seed": args.seed}
         records = explore(job, cands, executor, quiet=args.quiet, header=header)
