@@ -1,12 +1,16 @@
-"""The trade-off picture of a `smelt explore` search: latency against kernel count
-and against arena bytes, one point per candidate, the Pareto front drawn."""
+"""The trade-off picture of a `smelt explore` search: latency against kernel count,
+arena bytes and compile time, one point per candidate, the Pareto front drawn."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
-AXES = (("kernels", "kernels", 1.0), ("arena_bytes", "arena", 1.0))
+AXES = (
+    ("kernels", "kernels", 1.0),
+    ("arena_bytes", "arena", 1.0),
+    ("compile_s", "compile time (s)", 1.0),
+)
 
 
 Point = tuple[float, float, int]  # x, latency, candidate number
@@ -53,7 +57,7 @@ def plot_tradeoffs(records: Sequence[dict], path: str, title: str) -> bool:
               "(pip install 'smelt[explore]')", file=sys.stderr)
         return False
     timed = [r for r in records if r["metrics"].get("latency_ms") is not None]
-    fig, axes = plt.subplots(1, len(AXES), figsize=(12, 4.8))
+    fig, axes = plt.subplots(1, len(AXES), figsize=(16, 4.8))
     for ax, (key, label, scale) in zip(axes, AXES, strict=True):
         if key == "arena_bytes":
             label, scale = _byte_unit([r["metrics"].get(key) or 0 for r in timed])
