@@ -211,7 +211,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.list_options:
         for spec in explored_passes(args.passes):
             options = pass_options(spec.name)
-            text = ", ".join(f"{o}: {t} = {d!r}" for o, t, d in options) or "(none)"
+            text = ", ".join(f"{o}: {t} = {d}" for o, t, d in options) or "(none)"
             print(f"{spec.name}: {text}")
         return 0
     path = resolve_model(args.model)

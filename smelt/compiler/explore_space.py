@@ -91,10 +91,14 @@ def explored_passes(spec: str) -> list[ArgSpec]:
     return passes
 
 
-def pass_options(name: str) -> list[tuple[str, str, object]]:
-    """(option, type, default) of every option of pass `name`."""
-    cls = _known(name)
-    return [(f.name, str(f.type), f.default) for f in dataclasses.fields(cls)]
+def pass_options(name: str) -> list[tuple[str, str, str]]:
+    """(option, type, default) of every option of pass `name` ("(required)"
+    where it has no default)."""
+    return [
+        (f.name, str(f.type),
+         "(required)" if f.default is dataclasses.MISSING else repr(f.default))
+        for f in dataclasses.fields(_known(name))
+    ]  # fmt: skip
 
 
 def parse_option_grid(items: Sequence[str]) -> list[tuple[str, str, list[str]]]:
