@@ -80,7 +80,7 @@ def plot_tradeoffs(records: Sequence[dict], path: str, title: str) -> bool:
         if len(front) > 1:
             ax.step([p[0] for p in front], [p[1] for p in front], where="post",
                     color="tab:green", alpha=0.6, label="Pareto front", zorder=2)
-            ax.legend(loc="upper right", fontsize=8)
+            ax.legend(loc="best", fontsize=8)
         ax.set_xlabel(label)
         ax.set_ylabel("latency (ms, median)")
         ax.grid(True, alpha=0.3)
