@@ -255,10 +255,9 @@ def _version() -> str:
         return "unknown"
 
 
-STATUSES = "ok, wrong, compile-error, run-error, crashed (see explore_eval.STATUSES)"
-
-
 def add_explore_parser(sub: Any) -> None:
+    from smelt.compiler.explore_eval import STATUSES
+
     e = sub.add_parser(
         "explore", help="search pass orders, subsets and options: metrics, table, plot",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -295,5 +294,5 @@ def add_explore_parser(sub: Any) -> None:
     e.add_argument("-o", "--output", metavar="DIR", help="results folder "
                    "(default explore-MODEL)")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    e.epilog = "statuses: " + STATUSES
+    e.epilog = "statuses: " + ", ".join(STATUSES)
     e.set_defaults(func=cmd_explore)

@@ -12,11 +12,12 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from smelt.compiler.explore_space import Candidate
+if TYPE_CHECKING:
+    from smelt.compiler.explore_space import Candidate
 
 STATUSES = ("ok", "wrong", "compile-error", "run-error", "crashed")
 """ok: outputs match the reference; wrong: they do not (or have another shape);
