@@ -47,6 +47,47 @@ def chain_model(nodes: int, width: int = 64) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def wide_mlp(megabytes: int, width: int = 4096) -> onnx.ModelProto:
+    """x[8, width] through MatMul + Add + Relu layers of [width, width] f32 weights
+    (64 MiB each at width 4096), as many as make about `megabytes` of weights."""
+    rng = np.random.default_rng(0)
+    layers = max(1, round(megabytes * 2**20 / (4 * width * width)))
+    inits, nodes, prev = [], [], "x"
+    for i in range(layers):
+        w = rng.standard_normal((width, width), dtype=np.float32) / np.float32(width**0.5)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        inits.append(numpy_helper.from_array(np.zeros(width, np.float32), f"b{i}"))
+        nodes += [
+            helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+            helper.make_node("Relu", [f"a{i}"], [f"r{i}"]),
+        ]
+        prev = f"r{i}"
+    graph = helper.make_graph(
+        nodes, "wide_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, width])],
+        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [8, width])],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def saved_with_external_data(model: onnx.ModelProto, folder: str) -> str:
+    """`model` written to `folder` as model.onnx with its weights in weights.bin, as
+    models above protobuf's 2 GB limit must be."""
+    path = os.path.join(folder, "model.onnx")
+    onnx.save_model(model, path, save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="weights.bin")  # fmt: skip
+    return path
+
+
+def current_rss_kb() -> float:
+    """This process's resident memory now (ru_maxrss is the peak so far, which
+    making a synthetic model has already raised)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024
+
+
 def child(spec: str) -> None:
     """Compiles one model in this process; prints seconds, stage times, peak RSS."""
     import resource
@@ -57,11 +98,15 @@ def child(spec: str) -> None:
     kind, _, arg = spec.partition(":")
     if kind == "chain":
         model = chain_model(int(arg))
+    elif kind == "file":  # a path: smelt reads the external data itself
+        model = arg
     else:
         from smelt.compiler.cli import resolve_model
 
         model = onnx.load(resolve_model(arg))
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    nodes = len(onnx.load(model, load_external_data=False).graph.node) if isinstance(
+        model, str) else len(model.graph.node)  # fmt: skip
+    base = current_rss_kb()
     t0 = time.perf_counter()
     compiled = smelt.compile(model, "cpu")
     seconds = time.perf_counter() - t0
@@ -71,7 +116,7 @@ def child(spec: str) -> None:
     weights = compiled.program.weight_bytes
     print(json.dumps({
         "case": spec, "seconds": seconds, "stages": compiled.info["seconds"],
-        "nodes": len(model.graph.node), "weight_mb": weights / 2**20,
+        "nodes": nodes, "weight_mb": weights / 2**20,
         "rss_before_mb": base / 1024, "peak_rss_mb": peak / 1024,
     }))  # fmt: skip
 
@@ -80,12 +125,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--chains", nargs="*", type=int, default=[1000, 4000, 16000])
     parser.add_argument("--models", nargs="*", default=["light_resnet50", "light_vgg19"])
+    parser.add_argument("--weights", nargs="*", type=int, default=[],
+                        help="MiB of weights of synthetic wide MLPs, compiled from "
+                        "a file with external data (e.g. 2048 4096)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args.child)
         return 0
     specs = [f"chain:{n}" for n in args.chains] + [f"model:{m}" for m in args.models]
+    if args.weights:  # made here, so that the child's peak is the compile's alone
+        import tempfile
+
+        for n in args.weights:
+            folder = tempfile.mkdtemp(prefix=f"smelt-scaling-{n}-")
+            specs.append(f"file:{saved_with_external_data(wide_mlp(n), folder)}")
     print("| case | onnx nodes | compile s | import / passes / codegen s | s per 1k nodes "
           "| weights MB | RSS before MB | peak RSS MB | (peak - before) / weights |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -95,7 +149,9 @@ def main(argv=None) -> int:
         r = json.loads(out.strip().splitlines()[-1])
         st = r["stages"]
         growth = (r["peak_rss_mb"] - r["rss_before_mb"]) / max(r["weight_mb"], 1e-9)
-        print(f"| {r['case']} | {r['nodes']} | {r['seconds']:.1f} | {st['import']:.1f} / "
+        case = f"wide MLP, {r['weight_mb']:.0f} MB external" if spec.startswith(
+            "file:") else r["case"]  # fmt: skip
+        print(f"| {case} | {r['nodes']} | {r['seconds']:.1f} | {st['import']:.1f} / "
               f"{st['passes']:.1f} / {st['codegen']:.1f} | "
               f"{r['seconds'] / r['nodes'] * 1000:.2f} | {r['weight_mb']:.0f} | "
               f"{r['rss_before_mb']:.0f} | {r['peak_rss_mb']:.0f} | {growth:.2f} |",

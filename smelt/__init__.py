@@ -9,12 +9,22 @@ from smelt.errors import (
     UnsupportedModel,
 )
 
+__version__ = "0.1.0"
+
 
 def compile(model, target: str = "cpu", **options):
     """Compile an ONNX model (path, bytes or ModelProto); see compiler.driver.compile."""
     from smelt.compiler.driver import compile as _compile
 
     return _compile(model, target, **options)
+
+
+def load(path, *, check_cpu: bool = True):
+    """A model saved by `smelt compile -o` / `CompiledModel.save`, ready to run
+    without compiling (and without importing xdsl); see runtime.artifact.load."""
+    from smelt.runtime.artifact import load as _load
+
+    return _load(path, check_cpu=check_cpu)
 
 
 def __getattr__(name: str):
@@ -41,5 +51,6 @@ __all__ = [
     "SmeltError",
     "UnsupportedModel",
     "compile",
+    "load",
     "quantize",
 ]

@@ -1,5 +1,5 @@
 """The `smelt` command: `smelt run MODEL [--check]`, `smelt report MODEL [-p ...]`,
-`smelt quantize MODEL --calibration DATA -o OUT`."""
+`smelt quantize MODEL --calibration DATA -o OUT`, `smelt compile MODEL -o FILE`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from smelt.compiler.artifact_cli import add_compile_parser, artifact_run_args
 from smelt.errors import InternalError, SmeltError, internal_errors
 
 DEFAULT_MODEL = "light_resnet50"
@@ -189,6 +190,14 @@ def dump_options(args: argparse.Namespace):
     )
 
 
+def progress_quiet(args: argparse.Namespace) -> bool:
+    """No progress line: -q, or IR dumps (they share stderr)."""
+    return bool(
+        args.quiet or args.print_ir_after_all or args.print_ir_after_change
+        or args.print_ir_before or args.print_ir_after
+    )  # fmt: skip
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import smelt
 
@@ -198,11 +207,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     shapes.update(parse_shapes(args.input_shape))
     constants = parse_constants(args.constant)
     from smelt.compiler.progress import shown
+    from smelt.compiler.report import format_summary
 
     t0 = time.perf_counter()
-    quiet = args.quiet or args.print_ir_after_all or args.print_ir_after_change or bool(
-        args.print_ir_before or args.print_ir_after)  # IR dumps share stderr
-    with shown(os.path.basename(path), quiet) as progress:
+    with shown(os.path.basename(path), progress_quiet(args)) as progress:
         model = smelt.compile(
             path, args.target, input_shapes=shapes, level=args.level,
             constants=constants,
@@ -213,8 +221,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
           f"{time.perf_counter() - t0:.2f} s  [pipeline: {model.info['pipeline']}]")
-    stats = model.info["stats"]
-    print(f"  {stats['kernels']} kernels, arena {stats['arena_bytes'] / 1e6:.2f} MB")
+    if model.info.get("stats"):
+        print(f"  {format_summary(model.info['stats'])}")
     if "cpu" in model.info:
         print(f"  cpu {model.info['cpu']}")
     feeds = feeds if feeds is not None else random_inputs(model)
@@ -450,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only write the source (with -o)")
     ahead.set_defaults(func=cmd_aot)
     add_quantize_parser(sub)
+    add_compile_parser(sub)
     from smelt.compiler.explore import add_explore_parser
     from smelt.compiler.show import add_show_parser
 
@@ -489,7 +498,8 @@ def add_quantize_parser(sub) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # `smelt run FILE.smelt` parses its few flags alone: the full parser imports onnx
+    args = artifact_run_args(argv) or build_parser().parse_args(argv)
     try:
         with internal_errors(f"smelt {args.command}"):
             return args.func(args)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import onnx
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
@@ -39,6 +42,23 @@ class CompileOptions:
     constants: dict[str, Any] = field(default_factory=dict)
     check_model: bool = True  # onnx's full checker before import
     precision: str = "f32"  # "bf16" / "f16": quant-cast joins the pipeline
+    opt_level: int = 3  # LLVM's optimization level (cpu target)
+    fast_math: bool = False  # LLVM's `reassoc nsz` on float ops (cpu target)
+    profile: bool = False  # time every kernel call (cpu target)
+
+    def record(self) -> dict[str, Any]:
+        """Every field as JSON-able data, and the pipeline they resolve to: what
+        keys the compile cache and what an artifact's manifest says it was built
+        with (constants: dtype, shape and values, or a sha256 when large)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["input_shapes"] = {
+            k: list(v) for k, v in sorted(self.input_shapes.items())
+        }
+        fields["constants"] = {
+            k: _array_record(v) for k, v in sorted(self.constants.items())
+        }
+        fields["resolved_pipeline"] = self.resolved_pipeline()
+        return fields
 
     def resolved_pipeline(self) -> str:
         if self.pipeline is not None:
@@ -48,6 +68,15 @@ class CompileOptions:
             return pipelines.with_cpu(spec, self.cpu)
         spec = pipelines.preset(self.target, self.level, self.threads, self.cpu)
         return pipelines.with_precision(spec, self.precision)
+
+
+def _array_record(value: Any) -> dict[str, Any]:
+    array = np.asarray(value)
+    record = {"dtype": array.dtype.name, "shape": list(array.shape)}
+    if array.size <= 1024:
+        return record | {"values": array.tolist()}
+    data = np.ascontiguousarray(array).tobytes()
+    return record | {"sha256": hashlib.sha256(data).hexdigest()}
 
 
 def import_graph(
@@ -173,6 +202,9 @@ def compile(
     base_dir: str | os.PathLike | None = None,
     check_model: bool = True,
     dump: DumpOptions | None = None,
+    opt_level: int = 3,
+    fast_math: bool = False,
+    cache: bool | str | os.PathLike | None = None,
     progress: Progress | None = None,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
@@ -191,8 +223,13 @@ def compile(
     `check_model=False` skips onnx's full checker (it refuses a few valid models:
     onnx 1.23 rejects its own test_mvn); `dump` prints, writes, times and counts
     what each pass did (mlir-opt's --print-ir-* flags, see DumpOptions), and says
-    where a crashing pass's reproducer lies; `progress` is told each stage and
-    pass as it starts (the CLI's status line: `smelt.compiler.progress`)."""
+    where a crashing pass's reproducer lies; `opt_level` and `fast_math` (cpu) are
+    LLVM's optimization level and `reassoc nsz` on float ops; `cache` (cpu: True
+    for ~/.cache/smelt, or a folder) keeps the build as an artifact keyed by the
+    model's bytes, these options, the CPU and smelt's version and source, and
+    loads it instead of compiling next time (a damaged or stale entry is
+    rebuilt); `progress` is told each stage and pass as it starts (the CLI's
+    status line: `smelt.compiler.progress`)."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -203,7 +240,32 @@ def compile(
         input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
         constants=dict(constants or {}),
         check_model=check_model,
+        opt_level=opt_level,
+        fast_math=fast_math,
+        profile=profile,
     )
+    if cache:
+        from smelt.compiler.cache import compile_cached
+
+        # a compile asked to show its passes runs them (and refreshes the entry)
+        quiet = dump is None or DumpOptions() == dataclasses.replace(
+            dump, reproducer=True, reproducer_path=None, print_constants=False
+        )
+        return compile_cached(
+            model, options, cache, base_dir,
+            lambda: _compile(model, options, base_dir, dump, progress), lookup=quiet,
+        )  # fmt: skip
+    return _compile(model, options, base_dir, dump, progress)
+
+
+def _compile(
+    model: ModelLike,
+    options: CompileOptions,
+    base_dir: str | os.PathLike | None,
+    dump: DumpOptions | None,
+    progress: Progress | None = None,
+) -> CompiledModel:
+    target, profile = options.target, options.profile
     spec = options.resolved_pipeline()
     if target not in pipelines.TARGETS:
         raise SmeltError(
@@ -222,7 +284,15 @@ def compile(
         )
         inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0
-    instrument = Instrumentation(dump)
+    source = None
+    if not isinstance(model, ModuleOp):  # a crash re-imports rather than keep a copy
+
+        def source() -> ModuleOp:
+            return import_graph(
+                model, options.input_shapes, base_dir, options.constants, False
+            )
+
+    instrument = Instrumentation(dump, source=source)
     instrument.stages["import"] = times["import"]
     t0 = time.perf_counter()
     progress.stage("passes", len(pass_specs(spec)))
@@ -239,12 +309,18 @@ def compile(
         else:
             from smelt.lowering.llvm.jit import compile_to_native
 
-            program = compile_to_native(module, profile=profile)
+            program = compile_to_native(
+                module, options.opt_level, options.fast_math, profile=profile,
+                consume=source is not None,
+            )
     times["codegen"] = time.perf_counter() - t0
     instrument.stages["codegen"] = times["codegen"]
     instrument.finish()
     stats["arena_bytes"] = program.arena_bytes  # what the runtime allocates
-    info = {"pipeline": spec, "target": target, "seconds": times, "stats": stats}
+    info = {
+        "pipeline": spec, "target": target, "seconds": times, "options": options,
+        "stats": stats,
+    }  # fmt: skip
     if target == "cpu":
         info["cpu"] = str(program.spec)
     return CompiledModel(program, inputs, outputs, info)

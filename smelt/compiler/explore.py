@@ -107,7 +107,8 @@ def explore(
             bar.update()
     model = (header or {}).get("model_path", job.name)
     for r in records:
-        r["replay"] = f"smelt run {model} -p '{r['pipeline']}'"
+        out = f"candidate-{r['candidate']}.smelt"
+        r["replay"] = f"smelt compile {model} -p '{r['pipeline']}' -o {out}"
     return sorted(records, key=lambda r: r["candidate"])
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import IO, Any
@@ -123,9 +123,17 @@ class Instrumentation:
     `finish` after the last, `crashed` when a pass raised a bug)."""
 
     def __init__(
-        self, options: DumpOptions | None = None, stream: IO[str] | None = None
+        self,
+        options: DumpOptions | None = None,
+        stream: IO[str] | None = None,
+        source: Callable[[], ModuleOp] | None = None,
     ) -> None:
+        """`source`, when given, rebuilds the pipeline's input (the driver
+        re-imports the ONNX model): a crash reproducer is then made from it, and
+        no copy of the input is kept while the passes run (a copy holds every
+        imported weight alive, doubling the peak memory of a compile)."""
         self.options = options or DumpOptions()
+        self._source_factory = source
         self.stream = stream if stream is not None else sys.stderr
         self.records: list[PassRecord] = []
         self.stages: dict[str, float] = {}  # import / codegen, from the driver
@@ -158,7 +166,7 @@ class Instrumentation:
             PassRecord(i + 1, p.name, s)
             for i, (p, s) in enumerate(zip(self._passes, specs, strict=True))
         ]
-        if self.options.reproducer:
+        if self.options.reproducer and self._source_factory is None:
             self._snapshot = module.clone()
         if self.options.dump_dir:
             self._make_dump_dir()
@@ -294,15 +302,23 @@ class Instrumentation:
     def crashed(self, ctx_factory: Any) -> str:
         """A pass raised a bug: writes its input IR and the rest of the pipeline
         and returns the sentence (with the smelt-opt command) for the error."""
-        if self._snapshot is None or not self.records:
+        if not self.options.reproducer or not self.records:
+            return ""
+        snapshot = self._snapshot
+        if snapshot is None and self._source_factory is not None:
+            try:
+                snapshot = self._source_factory()
+            except Exception as e:  # noqa: BLE001 (the crash report still goes out)
+                return f"no reproducer written (the input did not rebuild: {e})"
+        if snapshot is None:
             return ""
         index = min(self.records_done, len(self.records) - 1)
-        module = self._snapshot.clone()
+        module = snapshot.clone()
         try:  # replays the passes before the failing one on a copy of the input
             for p in self._passes[:index]:
                 p.apply(ctx_factory(), module)
         except Exception:  # noqa: BLE001 (they did not replay: the whole pipeline)
-            module, index = self._snapshot, 0
+            module, index = snapshot, 0
         rest = ",".join(r.spec for r in self.records[index:])
         failing = self.records[index].name
         try:

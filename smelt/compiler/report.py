@@ -119,6 +119,15 @@ def summary(module: ModuleOp) -> dict[str, int]:
     return out
 
 
+def format_summary(stats: dict[str, int] | None) -> str:
+    """A compile's `info["stats"]` as one line ("" without them)."""
+    if not stats:
+        return ""
+    arena = stats.get("arena_bytes")
+    text = f"{stats['kernels']} kernels"
+    return text + (f", arena {arena / 1e6:.2f} MB" if arena is not None else "")
+
+
 def report(
     module: ModuleOp, spec: str, instrument: Instrumentation | None = None
 ) -> list[tuple[str, Stats]]:

@@ -243,7 +243,9 @@ class ConstantOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         from smelt.dialects.graph import ELIDE_ELEMENTS_LIMIT, PRINT_LARGE_CONSTANTS
 
-        if len(self.value) > ELIDE_ELEMENTS_LIMIT and not PRINT_LARGE_CONSTANTS[0]:
+        if "smelt.released" in self.attributes:  # its bytes went to a weight blob
+            printer.print_string(" dense_resource<__released__>")
+        elif len(self.value) > ELIDE_ELEMENTS_LIMIT and not PRINT_LARGE_CONSTANTS[0]:
             printer.print_string(" dense_resource<__elided__>")
         else:
             printer.print_string(" ")

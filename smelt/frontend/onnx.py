@@ -79,11 +79,11 @@ def import_model(
     checker after the import). Raises one SmeltError that lists every unsupported op
     and every dynamic input dim.
     """
-    proto = load_model(model, base_dir)
+    proto, data_dir = load_model(model, base_dir)
     if constants:
         proto = fix_inputs(proto, constants, input_shapes or {})
     validate(proto)
-    module = _Importer(proto, dict(input_shapes or {})).run()
+    module = _Importer(proto, dict(input_shapes or {}), data_dir).run()
     if check_model:
         full_check(proto)
     return module
@@ -190,8 +190,11 @@ _POISON = object()  # the value of a node that failed: its users are skipped
 
 
 class _Importer:
-    def __init__(self, model: onnx.ModelProto, input_shapes: dict) -> None:
+    def __init__(
+        self, model: onnx.ModelProto, input_shapes: dict, data_dir: str | None = None
+    ) -> None:
         self.graph = model.graph
+        self.data_dir = data_dir  # where external tensors are read from
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.expansions = 0  # function calls expanded so far: unique value names
         self.opset = next(
@@ -250,7 +253,9 @@ class _Importer:
     def _inputs(self) -> tuple[list[str], list[TensorType]]:
         for t in self.graph.initializer:
             try:
-                self.values[t.name] = Const(tensor_array(t, f"initializer '{t.name}'"))
+                self.values[t.name] = Const(
+                    tensor_array(t, f"initializer '{t.name}'", self.data_dir)
+                )
             except Unsupported as e:
                 self.unsupported.append(f"initializer '{t.name}': {e}")
                 self.values[t.name] = _POISON
@@ -395,7 +400,7 @@ class _Importer:
             self.values[names[formal.name]] = value
         for t in graph.initializer:
             names[t.name] = f"{prefix}/{t.name}"
-            array = tensor_array(t, f"initializer '{t.name}'")
+            array = tensor_array(t, f"initializer '{t.name}'", self.data_dir)
             self.values[names[t.name]] = Const(array)
         nodes = onnx_functions.rename_subgraph(graph.node, names, prefix)
         self.used |= onnx_functions.references(nodes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 import numpy as np
 import onnx
@@ -22,13 +23,17 @@ _LOAD_ERRORS = (ProtobufError, ValueError, OSError, RuntimeError, ValidationErro
 
 def load_model(
     model: ModelLike, base_dir: str | os.PathLike | None = None
-) -> onnx.ModelProto:
-    """`model` as a ModelProto with its external data read in; SmeltError when it is
-    not a valid ONNX model or its external data cannot be read safely.
+) -> tuple[onnx.ModelProto, str | None]:
+    """`model` as a ModelProto, and the folder of its external data (None when it
+    has none); SmeltError when it is not a valid ONNX model or its external data
+    cannot be read safely.
 
-    External data is read from the model file's folder, or from `base_dir` for
-    bytes and ModelProtos, never from the current directory; onnx's reader refuses
-    locations that leave that folder, links and non-regular files."""
+    External data stays on disk here: `tensor_array` reads each tensor once,
+    straight into the bytes that the graph's constant keeps (reading it into the
+    ModelProto first would hold every weight twice). It is read from the model
+    file's folder, or from `base_dir` for bytes and ModelProtos, never from the
+    current directory; locations that leave that folder, links and non-regular
+    files are refused before anything is read."""
     if isinstance(model, onnx.ModelProto):
         proto, what = model, "the model"
     else:
@@ -39,7 +44,9 @@ def load_model(
             if isinstance(model, bytes):
                 proto = onnx.load_model_from_string(model)
             else:
-                proto = onnx.load(os.fspath(model))
+                proto = onnx.load(os.fspath(model), load_external_data=False)
+                if base_dir is None:
+                    base_dir = os.path.dirname(os.path.abspath(model))
         except _LOAD_ERRORS as e:
             raise SmeltError(
                 f"{what} is not a valid ONNX model or its external data cannot be "
@@ -51,11 +58,21 @@ def load_model(
             "is the file truncated or corrupt?"
         )
     external = [
-        t for t in _tensors(proto.graph) if external_data_helper.uses_external_data(t)
+        t for t in graph_tensors(proto.graph) if external_data_helper.uses_external_data(t)
     ]
-    if external:
-        proto = _with_external_data(proto, model, external[0].name, what, base_dir)
-    return proto
+    if not external:
+        return proto, None
+    if base_dir is None:
+        raise SmeltError(
+            f"{what}: tensor '{external[0].name}' keeps its data in an external "
+            "file, and a model given as bytes or a ModelProto has no folder: pass "
+            "base_dir= (the folder that holds the data), or give the model's path"
+        )
+    if not os.path.isdir(base_dir):
+        raise SmeltError(f"{what}: base_dir '{base_dir}' is not a folder")
+    for tensor in external:
+        _check_location(base_dir, tensor, what)
+    return proto, os.fspath(base_dir)
 
 
 def _check_location(base_dir, tensor: onnx.TensorProto, what: str) -> None:
@@ -89,7 +106,7 @@ def _check_location(base_dir, tensor: onnx.TensorProto, what: str) -> None:
         )
 
 
-def _tensors(graph: onnx.GraphProto):
+def graph_tensors(graph: onnx.GraphProto):
     """Every TensorProto of `graph`: initializers and node attributes, subgraphs
     included."""
     yield from graph.initializer
@@ -99,48 +116,23 @@ def _tensors(graph: onnx.GraphProto):
                 yield attr.t
             yield from attr.tensors
             for sub in [attr.g] if attr.HasField("g") else []:
-                yield from _tensors(sub)
+                yield from graph_tensors(sub)
             for sub in attr.graphs:
-                yield from _tensors(sub)
+                yield from graph_tensors(sub)
 
 
-def _with_external_data(
-    proto: onnx.ModelProto, model: ModelLike, first: str, what: str, base_dir
-) -> onnx.ModelProto:
-    """A copy of `proto` (the caller's stays as it was) with its external tensors
-    read from `base_dir`."""
-    if base_dir is None:
-        raise SmeltError(
-            f"{what}: tensor '{first}' keeps its data in an external file, and a "
-            "model given as bytes or a ModelProto has no folder: pass base_dir= "
-            "(the folder that holds the data), or give the model's path"
-        )
-    if not os.path.isdir(base_dir):
-        raise SmeltError(f"{what}: base_dir '{base_dir}' is not a folder")
-    for tensor in _tensors(proto.graph):
-        if external_data_helper.uses_external_data(tensor):
-            _check_location(base_dir, tensor, what)
-    if isinstance(model, onnx.ModelProto):
-        copy = onnx.ModelProto()
-        copy.CopyFrom(proto)
-        proto = copy
-    try:
-        external_data_helper.load_external_data_for_model(proto, os.fspath(base_dir))
-    except _LOAD_ERRORS as e:
-        raise SmeltError(
-            f"{what}: the external data cannot be read from '{base_dir}' "
-            f"({type(e).__name__}: {e})"
-        ) from None
-    return proto
-
-
-def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
+def tensor_array(
+    tensor: onnx.TensorProto, what: str, data_dir: str | None = None
+) -> np.ndarray:
     """The data of a TensorProto as an array; SmeltError when it is malformed (its
-    data does not fill its dims, or its data type is unknown)."""
+    data does not fill its dims, or its data type is unknown). External data is
+    read from `data_dir` (`load_model` checked its location)."""
     if tensor.data_type == onnx.TensorProto.UNDEFINED or (
         tensor.data_type not in onnx.TensorProto.DataType.values()
     ):
         raise SmeltError(f"{what}: data type {tensor.data_type} is not an ONNX type")
+    if external_data_helper.uses_external_data(tensor):
+        return _read_external(tensor, what, data_dir)
     try:
         return numpy_helper.to_array(tensor)
     except (ValueError, TypeError, KeyError) as e:
@@ -150,3 +142,49 @@ def tensor_array(tensor: onnx.TensorProto, what: str) -> np.ndarray:
             f"{onnx.TensorProto.DataType.Name(tensor.data_type)} ({e}); "
             "is the model corrupt?"
         ) from None
+
+
+def _read_external(tensor: onnx.TensorProto, what: str, data_dir: str | None):
+    """An external tensor read from its file into one bytes object, which the
+    array views (and the graph's constant then keeps: no second copy)."""
+    if data_dir is None:
+        raise SmeltError(f"{what}: its data is external and no folder holds it")
+    info = external_data_helper.ExternalDataInfo(tensor)
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    count = int(np.prod(tensor.dims, dtype=np.int64)) if tensor.dims else 1
+    packed = tensor.data_type in _PACKED_TYPES
+    if packed or dtype == np.dtype(object):  # 4-bit types, strings: onnx's reader
+        copy = onnx.TensorProto()
+        copy.CopyFrom(tensor)
+        try:
+            external_data_helper.load_external_data_for_tensor(copy, data_dir)
+            return numpy_helper.to_array(copy)
+        except _LOAD_ERRORS as e:
+            raise SmeltError(f"{what}: its external data cannot be read ({e})") from None
+    nbytes = count * dtype.itemsize
+    if info.length is not None and info.length != nbytes:
+        raise SmeltError(
+            f"{what}: its external data is {info.length} bytes long, but "
+            f"{'x'.join(map(str, tensor.dims)) or 'a scalar'} "
+            f"{onnx.TensorProto.DataType.Name(tensor.data_type)} needs {nbytes}"
+        )
+    try:
+        with open(os.path.join(data_dir, info.location), "rb") as f:
+            f.seek(info.offset or 0)
+            data = f.read(nbytes)
+    except OSError as e:
+        raise SmeltError(f"{what}: its external data cannot be read ({e})") from None
+    if len(data) != nbytes:
+        raise SmeltError(
+            f"{what}: its external file '{info.location}' ends {nbytes - len(data)} "
+            "bytes early; is it truncated?"
+        )
+    array = np.frombuffer(data, dtype).reshape(tuple(tensor.dims))
+    return array.byteswap() if sys.byteorder == "big" else array
+
+
+_PACKED_TYPES = {
+    getattr(onnx.TensorProto, n)
+    for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+    if hasattr(onnx.TensorProto, n)
+}

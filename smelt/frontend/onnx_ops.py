@@ -292,7 +292,7 @@ def _constant(ctx: NodeContext) -> list[Value]:
 
 def _tensor_value(ctx: NodeContext, tensor) -> np.ndarray:
     what = f"{ctx.label}: its value"
-    array = tensor_array(tensor, what)
+    array = tensor_array(tensor, what, ctx.importer.data_dir)
     element_type(tensor.data_type, what)  # supported at all?
     return array
 

@@ -19,9 +19,10 @@ the last of two definitions, ignoring an attribute, or failing deep in a pass).
 from __future__ import annotations
 
 import onnx
-from onnx import defs
+from onnx import defs, external_data_helper, helper
 
 from smelt.errors import InvalidModel
+from smelt.frontend.onnx_load import graph_tensors
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # INT attributes that ONNX defines as 0 or 1 (onnxruntime reads other values its
@@ -84,6 +85,41 @@ def validate(model: onnx.ModelProto) -> None:
         _raise(problems)
 
 
+def _external_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """`model`, or a copy whose external initializers became typed graph inputs.
+
+    The checker reads external data relative to the process's folder when given
+    a ModelProto (it has no other), and smelt leaves the data on disk until the
+    import reads it; as graph inputs of the same type and shape the weights check
+    and infer alike (onnx writes small tensors inline, so no shape-deciding value
+    is lost). None when an external tensor lies elsewhere (a node attribute or a
+    subgraph): the full check is then skipped, smelt's own checks having run."""
+    external = {
+        t.name for t in model.graph.initializer
+        if external_data_helper.uses_external_data(t)
+    }  # fmt: skip
+    if not external:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    kept = [t for t in graph.initializer if t.name not in external]
+    moved = [t for t in graph.initializer if t.name in external]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    listed = {i.name for i in graph.input}
+    for t in moved:
+        if t.name not in listed:
+            graph.input.append(
+                helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+            )
+    nested = any(
+        external_data_helper.uses_external_data(t)
+        for t in graph_tensors(graph)
+    )
+    return None if nested else copy
+
+
 def _with_output_types(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model`, or a copy whose graph outputs without a type or shape got their
     inferred ones: the checker requires both, onnxruntime (and smelt) infer them."""
@@ -122,6 +158,9 @@ def full_check(model: onnx.ModelProto) -> None:
     after smelt's import, whose messages name nodes better)."""
     if model.ByteSize() > FULL_CHECK_LIMIT:
         return  # too large for the checker's in-memory form; ours above still ran
+    model = _external_as_inputs(model)
+    if model is None:
+        return  # external tensors in subgraphs or attributes: see _external_as_inputs
     try:
         onnx.checker.check_model(_with_output_types(model), full_check=True)
     except Exception as e:  # noqa: BLE001 (the checker's errors have no common base)

@@ -177,4 +177,10 @@ class ConvertGraphToLoopPass(ModulePass):
             lowered = lower_function(f, taken)
             for new in lowered:
                 op.body.block.insert_op_before(new, f)
+            # the erased function lives on in reference cycles until a garbage
+            # collection: drop its constants' bytes now (the loop.constants share
+            # them), or a weight that a later pass packs anew is held twice
+            doomed = [c for c in f.walk() if isinstance(c, graph.ConstantOp)]
             op.body.block.erase_op(f)
+            for c in doomed:
+                c.attributes.clear()

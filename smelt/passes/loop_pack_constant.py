@@ -3,6 +3,7 @@ the kernel's loops read it (pre-packed weights)."""
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -264,7 +265,14 @@ def _pack_call(
     """Passes `call` the packed copy of its constant `source` (the elements each
     layout of `sources` reads, concatenated), erasing `source` when unused."""
     data = graph.dense_to_array(source.value).reshape(-1)
-    raw = b"".join(chunk for lay in sources for chunk in lay.chunks(data))
+    # BytesIO, not b"".join: join lists every chunk before joining them, which
+    # holds a second copy of the weight beside the result
+    buffer = io.BytesIO()
+    for lay in sources:
+        for chunk in lay.chunks(data):
+            buffer.write(chunk)
+    raw = buffer.getvalue()  # no copy: BytesIO hands over its bytes
+    del buffer
     tensor = TensorType(source.value.get_element_type(), [len(raw) // data.itemsize])
     value = DenseIntOrFPElementsAttr(tensor, BytesAttr(raw))
     new_const = loop.ConstantOp(value, new_type)
@@ -276,6 +284,9 @@ def _pack_call(
     call.operands = operands
     if not source.result.uses:
         call_block.erase_op(source)
+        # an erased op lives on in reference cycles until the next garbage
+        # collection: drop its bytes now, or every packed weight is held twice
+        source.properties.clear()
 
 
 def _position(lay: Layout, offset: int, before: Operation) -> SSAValue:

@@ -157,7 +157,7 @@ class CompiledModel:
         per_call = getattr(self.program, "profile", None)
         if per_call is None:
             raise SmeltError("profiles are taken on the cpu target only")
-        from smelt.lowering.llvm.jit import tick_seconds
+        from smelt.lowering.llvm.program import tick_seconds
 
         totals: dict[str, list[int]] = {}
         for kernel, ticks in per_call(reset):
@@ -167,6 +167,13 @@ class CompiledModel:
         scale = tick_seconds()
         rows = [(k, calls, ticks * scale) for k, (calls, ticks) in totals.items()]
         return sorted(rows, key=lambda row: -row[2])
+
+    def save(self, path: str) -> str:
+        """Writes this model (cpu target) as an artifact, one file that `smelt.load`
+        and `smelt run FILE` run without compiling; returns the path."""
+        from smelt.runtime.artifact import save
+
+        return save(self, path)
 
     def __repr__(self) -> str:
         ins = ", ".join(s.describe() for s in self.inputs)

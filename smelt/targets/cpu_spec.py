@@ -14,11 +14,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from functools import cache
+from typing import TYPE_CHECKING
 
-from xdsl.dialects.builtin import ModuleOp
-
-from smelt.dialects.target import CpuTargetAttr, cpu_target
 from smelt.errors import SmeltError
+
+if TYPE_CHECKING:  # imported where used: loading an artifact needs no xdsl
+    from xdsl.dialects.builtin import ModuleOp
+
+    from smelt.dialects.target import CpuTargetAttr
 
 KNOWN_FEATURES = (
     "sse4.2", "avx", "avx2", "fma", "f16c", "bmi2",
@@ -218,6 +221,8 @@ class CpuSpec:
         return CpuSpec.named(name, edits)
 
     def to_attr(self) -> CpuTargetAttr:
+        from smelt.dialects.target import CpuTargetAttr
+
         return CpuTargetAttr(
             self.name, self.llvm_features(), self.l1d, self.l2, self.l3, self.cores
         )
@@ -300,5 +305,7 @@ def host_lacks(spec: CpuSpec) -> list[str]:
 
 def of_module(module: ModuleOp) -> CpuSpec:
     """The CPU a module is compiled for: its `#target.cpu`, else `DEFAULT`."""
+    from smelt.dialects.target import cpu_target
+
     attr = cpu_target(module)
     return DEFAULT if attr is None else CpuSpec.from_attr(attr)

@@ -170,13 +170,17 @@ def test_explore_local_writes_records_table_and_plot(encoder, tmp_path, capsys):
     assert (tmp_path / "tradeoffs.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_replay_through_smelt_run_prints_the_kernel_count(encoder, tmp_path, capsys):
+def test_replay_prints_the_kernel_count(encoder, tmp_path, capsys):
     job = make_job(encoder, repeat=1)
     pipeline = BASE.replace("graph-fuse,", "")
     record = evaluate(job, Candidate(1, (1,), (), pipeline))
-    assert cli.main(["run", encoder, "-q", "-p", record["pipeline"]]) == 0
     kernels = record["metrics"]["kernels"]
+    assert cli.main(["run", encoder, "-q", "-p", record["pipeline"]]) == 0
     assert f"  {kernels} kernels, arena" in capsys.readouterr().out
+    out = str(tmp_path / "c.smelt")
+    assert cli.main(["compile", encoder, "-p", record["pipeline"], "-o", out]) == 0
+    assert f"  {kernels} kernels, arena" in capsys.readouterr().out
+    assert smelt.load(out).info["stats"]["kernels"] == kernels  # in the manifest
 
 
 def test_explore_on_ray(encoder, tmp_path, capsys):

@@ -96,3 +96,39 @@ def test_hostile_locations_are_refused(tmp_path, location):
     assert "\n" not in str(e.value)
     with pytest.raises(SmeltError):
         smelt.compile(proto.SerializeToString(), "cpu", base_dir=str(tmp_path / "no"))
+
+
+def two_weight_model(folder) -> str:
+    """y = (x @ w1) @ w2 with both weights in one external file (at offsets)."""
+    rng = np.random.default_rng(7)
+    w1 = rng.standard_normal((3, 5)).astype(np.float32)
+    w2 = rng.standard_normal((5, 2)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+         helper.make_node("MatMul", ["h", "w2"], ["y"])], "ext2",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = os.path.join(folder, "m2.onnx")
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="both.bin", size_threshold=0)  # fmt: skip
+    return path
+
+
+def test_tensors_at_offsets_of_one_file_are_read_where_they_lie(tmp_path):
+    path = two_weight_model(str(tmp_path))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = smelt.compile(path, "cpu").run({"x": x})["y"]
+    proto = onnx.load(path)  # onnx's own reader, for the expected weights
+    w1, w2 = (numpy_helper.to_array(t) for t in proto.graph.initializer)
+    np.testing.assert_allclose(got, x @ w1 @ w2, rtol=1e-5)
+
+
+def test_a_truncated_data_file_is_one_clear_error(tmp_path):
+    path = two_weight_model(str(tmp_path))
+    data = tmp_path / "both.bin"
+    data.write_bytes(data.read_bytes()[:-8])
+    with pytest.raises(SmeltError, match="initializer .w2.: .* ends 8 bytes early"):
+        smelt.compile(path, "cpu")

@@ -37,10 +37,11 @@ from smelt.lowering.llvm.emit_kernel import (
 from smelt.lowering.llvm import emit_bf16_gemm
 from smelt.lowering.llvm.emit_math import MATH_EMITTERS
 from smelt.lowering.llvm.int8_gemm import emit_qgemm
-from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS, STATUS_GLOBAL
+from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
 from smelt.lowering.llvm.plan import MemoryPlan, plan_memory
+from smelt.lowering.llvm.program import ENTRY, PROFILE_GLOBAL, STATUS_GLOBAL
 from smelt.lowering.llvm.types import (
     I8,
     I32,
@@ -53,12 +54,6 @@ from smelt.lowering.llvm.types import (
 )
 from smelt.lowering.lower_qgemm import is_qgemm_kernel, qgemm_params
 from smelt.passes.loop_parallelize import THREADS_ATTR
-
-ENTRY = "smelt_main"
-"""The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
-PROFILE_GLOBAL = "smelt_profile"
-
-"""With `EmitOptions.profile`: i64 ticks per call of @main, summed over runs."""
 
 OP_EMITTERS: dict[str, OpEmitter] = {
     **ARITH_EMITTERS,
@@ -122,7 +117,7 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         for fn, _ in functions.values():
             fn.linkage = ""
         return LoweredModule(ir_module, None, [], [], [])
-    plan = plan_memory(main)
+    plan = plan_memory(main, release=options.release_constants)
     calls = _emit_entry(ir_module, main, functions, plan, options.profile)
     io_types = [a.type for a in main.body.block.args]
     return LoweredModule(

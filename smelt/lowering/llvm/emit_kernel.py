@@ -89,6 +89,9 @@ class EmitOptions:
     vector_math: bool = True
     """exp, tanh, erf on f32/f16 vectors as IR polynomials (`vector_math.py`,
     a few ulp) instead of libm lane by lane."""
+    release_constants: bool = False
+    """The module is consumed: large constants leave the IR once copied into the
+    weight blob (`plan_memory(release=True)`), so no weight is held twice."""
     profile: bool = False
     """The entry point adds each kernel call's time-stamp-counter ticks to the
     global `PROFILE_GLOBAL` (one i64 per call of @main)."""

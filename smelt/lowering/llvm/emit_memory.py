@@ -11,10 +11,8 @@ from typing import TYPE_CHECKING
 from xdsl.ir import Operation
 
 from smelt.lowering.llvm.emit_kernel import OpEmitter, op_table, result_type
+from smelt.lowering.llvm.program import STATUS_GLOBAL
 from smelt.lowering.llvm.types import I32, buffer_info, constant, memory_type
-
-STATUS_GLOBAL = "smelt_status"
-"""An i32 global: 0, or the code of a failed `loop.check` (position + 1)."""
 
 if TYPE_CHECKING:
     from smelt.lowering.llvm.emit_kernel import KernelEmitter

@@ -2,30 +2,27 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, UnitAttr
 from xdsl.ir import SSAValue
 
 from smelt.dialects.loop import AllocOp, ConstantOp
-from smelt.errors import ResourceLimit
+from smelt.errors import ResourceLimit, SmeltError
+from smelt.lowering.llvm.program import ALIGN, aligned_empty
 from smelt.lowering.llvm.types import buffer_info
 
-ALIGN = 64
-"""Byte alignment of every arena buffer and weight (a cache line, an AVX-512 vector)."""
+RELEASE_ELEMENTS = 4096
+"""Constants above this many elements leave the IR when `plan_memory(release=True)`."""
 
 
 def align_up(n: int, alignment: int = ALIGN) -> int:
     return -(-n // alignment) * alignment
-
-
-def aligned_empty(nbytes: int) -> np.ndarray:
-    """A zeroed uint8 array of `nbytes` (at least one) starting on an ALIGN boundary."""
-    raw = np.zeros(max(1, nbytes) + ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    return raw[start : start + max(1, nbytes)]
 
 
 @dataclass(frozen=True)
@@ -42,8 +39,17 @@ class MemoryPlan:
         return self.weights.nbytes if self.weight_offsets else 0
 
 
-def plan_memory(main: func.FuncOp) -> MemoryPlan:
-    """Honors `loop.alloc` offsets set by buffer-plan; places the others after them."""
+RELEASED = "smelt.released"
+"""Marks a loop.constant whose bytes went to a weight blob and left the IR."""
+
+
+def plan_memory(main: func.FuncOp, release: bool = False) -> MemoryPlan:
+    """Honors `loop.alloc` offsets set by buffer-plan; places the others after them.
+
+    `release` (the module is consumed by this compile) drops each large
+    constant's bytes from the IR once they are copied into the weight blob, so
+    that the weights are never held twice: without it, a compile's peak memory
+    is the IR's copy plus the blob."""
     allocs = [op for op in main.body.walk() if isinstance(op, AllocOp)]
     constants = [op for op in main.body.walk() if isinstance(op, ConstantOp)]
 
@@ -72,12 +78,45 @@ def plan_memory(main: func.FuncOp) -> MemoryPlan:
         total += buffer_info(op.result.type).nbytes
     check_memory(main, align_up(end), total)
     weights = aligned_empty(total)
+    released = 0
     for op in constants:
         start = weight_offsets[op.result]
         weights[start : start + buffer_info(op.result.type).nbytes] = _constant_bytes(
             op
         )
+        if release and len(op.value) > RELEASE_ELEMENTS:
+            op.properties["value"] = DenseIntOrFPElementsAttr(
+                op.value.type, BytesAttr(b"")
+            )
+            op.attributes[RELEASED] = UnitAttr()
+            released += buffer_info(op.result.type).nbytes
+            if released > TRIM_BYTES:
+                released = return_freed_memory()
+    if released:
+        return_freed_memory()
     return MemoryPlan(align_up(end), weights, arena_offsets, weight_offsets)
+
+
+TRIM_BYTES = 64 << 20
+
+
+def return_freed_memory() -> int:
+    """Gives the C heap's free pages back to the OS (glibc's malloc_trim; nothing
+    elsewhere) and returns 0. Freed weights below glibc's mmap threshold (up to
+    32 MiB) stay in the heap otherwise, and a compile's resident memory would
+    hold them beside the weight blob that replaced them."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+    return 0
+
+
+@functools.cache
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def machine_memory() -> int:
@@ -126,6 +165,11 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
 
 def _constant_bytes(op: ConstantOp) -> np.ndarray:
     """The bytes of a loop.constant, as a view of the attribute (no copy per element)."""
+    if RELEASED in op.attributes:
+        raise SmeltError(
+            "this loop.constant's bytes went to the weight blob of an earlier "
+            "compile of the same module: compile again from the model"
+        )
     info = buffer_info(op.result.type)
     data = np.frombuffer(op.value.data.data, dtype=np.uint8)
     if data.size == info.nbytes:

@@ -39,14 +39,11 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from smelt.lowering.llvm.program import POOL_START as START
+from smelt.lowering.llvm.program import POOL_STOP as STOP
 from smelt.lowering.llvm.types import I32, I64, PTR, VOID, constant
 
 PARALLEL_FOR = "smelt.parallel_for"
-START = "smelt_pool_start"
-"""i32 smelt_pool_start(ptr pool, i32 threads): starts threads-1 workers, returns
-how many threads the pool has (fewer if the system refused some)."""
-STOP = "smelt_pool_stop"
-"""void smelt_pool_stop(ptr pool): wakes, stops and joins every worker."""
 
 TASK = ir.FunctionType(VOID, [PTR, I64, I64])
 """An outlined parallel loop: void(ptr ctx, i64 begin, i64 end), iterations."""

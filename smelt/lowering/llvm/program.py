@@ -1,0 +1,267 @@
+"""NativeProgram: a model's native code, called on numpy buffers.
+
+The interface of the code the llvm target emits (its entry point, globals and
+thread-pool functions) is declared here, and this module needs only llvmlite,
+numpy and the standard library: a deployed artifact loads and runs through it
+without xdsl (`smelt.runtime.artifact`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from functools import cache, cached_property
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from smelt.errors import SmeltError
+from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
+
+ENTRY = "smelt_main"
+"""The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
+PROFILE_GLOBAL = "smelt_profile"
+"""With `EmitOptions.profile`: i64 ticks per call of @main, summed over runs."""
+STATUS_GLOBAL = "smelt_status"
+"""An i32 global: 0, or the code of a failed `loop.check` (position + 1)."""
+POOL_START = "smelt_pool_start"
+"""i32 smelt_pool_start(ptr pool, i32 threads): starts threads-1 workers, returns
+how many threads the pool has (fewer if the system refused some)."""
+POOL_STOP = "smelt_pool_stop"
+"""void smelt_pool_stop(ptr pool): wakes, stops and joins every worker."""
+
+ALIGN = 64
+"""Byte alignment of every arena buffer and weight (a cache line, an AVX-512 vector)."""
+
+Signature = Sequence[tuple[tuple[int, ...], np.dtype]]
+"""(shape, dtype) of each of @main's buffers: inputs, then outputs."""
+
+_ENTRY_TYPE = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
+)
+_POOL_START_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+_POOL_STOP_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """A zeroed uint8 array of `nbytes` (at least one) starting on an ALIGN boundary."""
+    raw = np.zeros(max(1, nbytes) + ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start : start + max(1, nbytes)]
+
+
+class NativeProgram:
+    """A compiled model: `run(args)` calls the native entry point on numpy buffers.
+
+    `args` are @main's buffers in order (inputs, then outputs), C-contiguous with
+    the `signature`'s dtypes and shapes; outputs are written in place. The arena
+    and the weight blob are allocated once here, so a run allocates nothing large;
+    for the same reason one program runs one call at a time (the arena is shared:
+    a lock makes concurrent calls wait).
+
+    A program whose loops run on threads owns a pool of `threads` threads
+    (`pool_bytes` of memory), started here and stopped (workers woken and joined)
+    when the program is collected or the interpreter exits; a forked child starts
+    its own. `engine` holds the code: JIT-compiled from `module` (then `llvm_ir`
+    and `asm` show it) or loaded from an object file (`object_code`, what an
+    artifact stores; `missing_features` then says what this CPU lacks of the
+    CPU the code was built for, beyond `host_lacks`).
+    """
+
+    def __init__(
+        self,
+        engine: llvm.ExecutionEngine,
+        signature: Signature,
+        input_names: list[str],
+        output_names: list[str],
+        arena_bytes: int,
+        weights: np.ndarray,
+        weight_bytes: int,
+        threads: int = 1,
+        pool_bytes: int = 0,
+        profiled_calls: tuple[str, ...] = (),
+        spec: CpuSpec | None = None,
+        check_messages: tuple[str, ...] = (),
+        module: llvm.ModuleRef | None = None,
+        tm: llvm.TargetMachine | None = None,
+        object_code: bytes | None = None,
+        missing_features: list[str] | None = None,
+    ):
+        # The engine owns the code; keep it (and the module) alive with this object.
+        self._engine, self._module, self._tm = engine, module, tm
+        self.object_code = object_code
+        self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
+        self.spec = spec or host()
+        # features the code may use that this CPU lacks: then it refuses to run
+        if missing_features is None:
+            missing_features = host_lacks(self.spec)
+        self.missing_features = missing_features
+        self.check_messages = check_messages
+        self._status: ctypes.c_int32 | None = None
+        if check_messages:
+            address = engine.get_global_value_address(STATUS_GLOBAL)
+            self._status = ctypes.c_int32.from_address(address)
+        self.arena_bytes = arena_bytes
+        self.weight_bytes = weight_bytes
+        self.input_names, self.output_names = input_names, output_names
+        self._arena = aligned_empty(arena_bytes)
+        self._weights = weights
+        self._signature = [(tuple(shape), np.dtype(dt)) for shape, dt in signature]
+        names = [*input_names, *output_names]
+        self._arg_names = [
+            names[i] if i < len(names) else f"#{i}" for i in range(len(signature))
+        ]
+        self._io = (ctypes.c_void_p * max(1, len(signature)))()
+        self.llvm_ir = str(module) if module is not None else ""
+        self._lock = threading.Lock()
+        self.threads = 1  # the pool's threads once started
+        self.pool_threads, self.pool_bytes = threads, pool_bytes  # what it asks for
+        self._pool: np.ndarray | None = None
+        self._pool_pid = 0
+        self._pool_finalizer: weakref.finalize | None = None
+        self.profiled_calls = profiled_calls
+        self._ticks: np.ndarray | None = None
+        if profiled_calls:
+            address = engine.get_global_value_address(PROFILE_GLOBAL)
+            ticks = (ctypes.c_int64 * len(profiled_calls)).from_address(address)
+            self._ticks = np.ctypeslib.as_array(ticks)
+        if threads > 1 and not self.missing_features:
+            self._start_pool()
+
+    @property
+    def signature(self) -> list[tuple[tuple[int, ...], np.dtype]]:
+        return list(self._signature)
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self._weights
+
+    def profile(self, reset: bool = True) -> list[tuple[str, int]]:
+        """(kernel, time-stamp-counter ticks summed over the runs so far) per call
+        of @main, in call order; needs `compile_to_native(..., profile=True)`."""
+        if self._ticks is None:
+            raise SmeltError("this program was compiled without profile=True")
+        with self._lock:
+            result = list(zip(self.profiled_calls, self._ticks.tolist()))
+            if reset:
+                self._ticks[:] = 0
+        return result
+
+    def _start_pool(self) -> None:
+        if self._pool_finalizer is not None:
+            # a fork: the parent's workers do not exist here; forget, never join them
+            self._pool_finalizer.detach()
+        engine = self._engine
+        start = _POOL_START_TYPE(engine.get_function_address(POOL_START))
+        stop = _POOL_STOP_TYPE(engine.get_function_address(POOL_STOP))
+        pool = aligned_empty(self.pool_bytes)
+        self.threads = int(start(pool.ctypes.data, self.pool_threads))
+        self._pool, self._pool_pid = pool, os.getpid()
+        # The finalizer holds the engine (the code) and the pool memory alive until
+        # the workers are joined; it must not hold `self`.
+        self._pool_finalizer = weakref.finalize(
+            self, _stop_pool, stop, pool, engine, self._lock
+        )
+
+    @cached_property
+    def asm(self) -> str:
+        """The host assembly of the optimized module (computed on first use)."""
+        if self._module is None or self._tm is None:
+            raise SmeltError(
+                "this program was loaded from machine code: it has no assembly text "
+                "(compile the model to see it)"
+            )
+        return self._tm.emit_assembly(self._module)
+
+    def run(self, args: list[np.ndarray]) -> None:
+        """Runs the model; outputs (the trailing args) are written in place."""
+        if self.missing_features:
+            raise SmeltError(
+                f"this model was compiled for {self.spec.name} with "
+                f"{', '.join(self.missing_features)}, which this CPU "
+                f"({host().name}) lacks: compile it with cpu='host' (--cpu host) or "
+                "for a CPU this one covers (e.g. x86-64-v3)"
+            )
+        if len(args) != len(self._signature):
+            raise SmeltError(
+                f"the model takes {len(self._signature)} buffers (inputs then "
+                f"outputs), got {len(args)}"
+            )
+        for i, (arg, (shape, dtype), name) in enumerate(
+            zip(args, self._signature, self._arg_names)
+        ):
+            if not isinstance(arg, np.ndarray):
+                raise SmeltError(f"buffer {name} must be a numpy array")
+            if arg.shape != shape or not _same_storage(arg.dtype, dtype):
+                raise SmeltError(
+                    f"buffer {name} must be {dtype}{list(shape)}, "
+                    f"got {arg.dtype}{list(arg.shape)}"
+                )
+            if not (arg.flags.c_contiguous and arg.flags.aligned):
+                raise SmeltError(
+                    f"buffer {name} must be C-contiguous and aligned "
+                    "(use np.ascontiguousarray)"
+                )
+            if i >= len(self.input_names) and not arg.flags.writeable:
+                raise SmeltError(f"output buffer {name} must be writeable")
+        with self._lock:
+            for i, arg in enumerate(args):
+                self._io[i] = arg.ctypes.data
+            if self._pool is not None and self._pool_pid != os.getpid():
+                self._start_pool()
+            self._entry(
+                ctypes.addressof(self._io),
+                self._arena.ctypes.data,
+                self._weights.ctypes.data,
+                self._pool.ctypes.data if self._pool is not None else None,
+            )
+            if self._status is not None and self._status.value:
+                code, self._status.value = self._status.value, 0
+                raise SmeltError(self.check_messages[code - 1])
+
+
+def _stop_pool(
+    stop, pool: np.ndarray, engine: llvm.ExecutionEngine, lock: threading.Lock
+) -> None:
+    """Wakes and joins the workers, after a run still in flight (a daemon thread
+    at interpreter exit) has finished; gives up on a run that never ends."""
+    if lock.acquire(timeout=60):
+        try:
+            stop(pool.ctypes.data)
+        finally:
+            lock.release()
+
+
+def _same_storage(given: np.dtype, expected: np.dtype) -> bool:
+    """Loop-level integers are signless: i8 buffers take int8 and uint8 arrays."""
+    if given == expected:
+        return True
+    signless = given.kind in "iu" and expected.kind in "iu"
+    return signless and given.itemsize == expected.itemsize
+
+
+@cache
+def tick_seconds() -> float:
+    """Seconds per time-stamp-counter tick (`llvm.readcyclecounter`), measured
+    against the wall clock over 50 ms."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    text = (
+        "declare i64 @llvm.readcyclecounter()\n"
+        "define i64 @smelt_clock() {\n"
+        "  %t = call i64 @llvm.readcyclecounter()\n  ret i64 %t\n}\n"
+    )
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    tm = target.create_target_machine(codemodel="jitdefault", jit=True)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(text), tm)
+    engine.finalize_object()
+    read = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address("smelt_clock"))
+    t0, c0 = time.perf_counter(), read()
+    while time.perf_counter() - t0 < 0.05:
+        pass
+    t1, c1 = time.perf_counter(), read()
+    return (t1 - t0) / max(1, c1 - c0)

@@ -1,0 +1,375 @@
+"""Deployable artifacts: a compiled CPU model saved as one file and loaded without
+recompiling, with numpy, llvmlite and the standard library only (no xdsl, no onnx).
+
+An artifact is a zip archive, stored uncompressed:
+
+    manifest.json  format and version, smelt / llvmlite versions, target triple,
+                   CpuSpec, compile options and pipeline, inputs and outputs, what
+                   the native program needs (arena bytes, threads, …) and the size
+                   and sha256 of each other member
+    code.o         the object code MCJIT built for the model (relocatable ELF)
+    weights.bin    the weight blob the entry point reads
+
+Loading checks everything before the code is touched: the format version, every
+member's size and sha256, the smelt version, the target triple, that the host CPU
+has every ISA feature the code was built for, and that each symbol the object
+imports (libm, pthreads, compiler runtime) resolves in this process (`object_code`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import struct
+import time
+import zipfile
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+import numpy as np
+
+from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
+from smelt.lowering.llvm.program import ENTRY, NativeProgram, aligned_empty
+from smelt.runtime.model import CompiledModel, TensorSpec
+from smelt.runtime.object_code import load_object
+from smelt.targets.cpu_spec import KNOWN_FEATURES, CpuSpec, host, host_lacks
+
+FORMAT = "smelt-artifact"
+FORMAT_VERSION = 1
+"""Bumped whenever the manifest or the native interface changes meaning."""
+MANIFEST, CODE, WEIGHTS = "manifest.json", "code.o", "weights.bin"
+SUFFIX = ".smelt"
+
+
+def smelt_version() -> str:
+    from smelt import __version__
+
+    return __version__
+
+
+def save(
+    model: CompiledModel, path: str | os.PathLike, extra: dict | None = None
+) -> str:
+    """Writes `model` (compiled for the cpu target) as an artifact at `path`,
+    atomically: a reader sees the old file or the whole new one. `extra` joins the
+    manifest (the cache's key); returns the path."""
+    program = model.program
+    if not isinstance(program, NativeProgram):
+        raise UnsupportedModel(
+            "only models compiled for the cpu target can be saved as artifacts"
+        )
+    if program.object_code is None:
+        raise UnsupportedModel(
+            "this model's object code was not kept (compile it with smelt.compile)"
+        )
+    weights = np.ascontiguousarray(program.weights).view(np.uint8).reshape(-1)
+    code = program.object_code
+    options = model.info.get("options")  # CompileOptions: its JSON record
+    options = options.record() if hasattr(options, "record") else options
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "smelt_version": smelt_version(),
+        "llvmlite_version": llvmlite.__version__,
+        "llvm_version": ".".join(map(str, llvm.llvm_version_info)),
+        "triple": llvm.get_process_triple(),
+        "cpu": _spec_record(program.spec),
+        "cpu_text": str(program.spec),
+        "pipeline": model.info.get("pipeline"),
+        "options": options,
+        "stats": model.info.get("stats"),  # kernels, bytes, arena (smelt.report)
+        "inputs": [_tensor_record(s) for s in model.inputs],
+        "outputs": [_tensor_record(s) for s in model.outputs],
+        "program": {
+            "signature": [[list(s), d.name] for s, d in program.signature],
+            "arena_bytes": program.arena_bytes,
+            "weight_bytes": program.weight_bytes,
+            "threads": program.pool_threads,
+            "pool_bytes": program.pool_bytes,
+            "profiled_calls": list(program.profiled_calls),
+            "check_messages": list(program.check_messages),
+        },
+        "members": {
+            CODE: {"bytes": len(code), "sha256": hashlib.sha256(code).hexdigest()},
+            WEIGHTS: {
+                "bytes": weights.nbytes,
+                "sha256": hashlib.sha256(weights).hexdigest(),
+            },
+        },
+        **(extra or {}),
+    }
+    path = os.fspath(path)
+    # a fresh name beside `path` (same file system: the rename is atomic), made
+    # with the umask's permissions like any file the user writes
+    temp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(temp, "xb") as f, zipfile.ZipFile(f, "w") as z:
+            z.writestr(MANIFEST, json.dumps(manifest, indent=1, default=str))
+            z.writestr(CODE, code)
+            with z.open(WEIGHTS, "w", force_zip64=True) as w:
+                w.write(memoryview(weights))
+        os.replace(temp, path)
+    except BaseException as e:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        if isinstance(e, OSError):
+            raise SmeltError(f"cannot write the artifact '{path}': {e}") from None
+        raise
+    return path
+
+
+def is_artifact(path: str | os.PathLike) -> bool:
+    """Whether `path` names an artifact (by its suffix, or a zip with a manifest)."""
+    path = os.fspath(path)
+    if path.endswith(SUFFIX):
+        return True
+    return os.path.isfile(path) and zipfile.is_zipfile(path) and _has_manifest(path)
+
+
+def _has_manifest(path: str) -> bool:
+    try:
+        with zipfile.ZipFile(path) as z:
+            return MANIFEST in z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of the artifact at `path`, with its format checked."""
+    with _open(path) as z:
+        return _manifest(z, os.fspath(path))
+
+
+def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
+    """The model saved at `path`, ready to run (nothing is compiled). Refuses a
+    damaged file, another format or smelt version, another architecture and, with
+    `check_cpu`, a CPU that lacks an ISA feature the code uses (without: the model
+    loads and refuses to run, as a model compiled here for such a CPU does)."""
+    t0 = time.perf_counter()
+    path = os.fspath(path)
+    with _open(path) as z:
+        manifest = _manifest(z, path)
+        spec, missing = _check_host(manifest, path, check_cpu)
+        code = _member(z, manifest, CODE, path).tobytes()
+        weights = _member(z, manifest, WEIGHTS, path)
+    engine = load_object(code, ENTRY, f"the artifact '{path}'")
+    p = manifest["program"]
+    try:
+        signature = [(tuple(s), _dtype(d)) for s, d in p["signature"]]
+        program = NativeProgram(
+            engine,
+            signature,
+            [t["name"] for t in manifest["inputs"]],
+            [t["name"] for t in manifest["outputs"]],
+            int(p["arena_bytes"]),
+            weights,
+            int(p["weight_bytes"]),
+            int(p["threads"]),
+            int(p["pool_bytes"]),
+            tuple(p["profiled_calls"]),
+            spec,
+            tuple(p["check_messages"]),
+            object_code=code,
+            missing_features=missing,
+        )
+        inputs = [_tensor_spec(t) for t in manifest["inputs"]]
+        outputs = [_tensor_spec(t) for t in manifest["outputs"]]
+    except (KeyError, TypeError, ValueError) as e:
+        why = f"its manifest is incomplete ({type(e).__name__}: {e})"
+        raise _damaged(path, why) from None
+    info = {
+        "pipeline": manifest.get("pipeline"),
+        "target": "cpu",
+        "cpu": str(spec),
+        "options": manifest.get("options"),
+        "stats": manifest.get("stats"),
+        "artifact": path,
+        "manifest": manifest,
+        "seconds": {"load": time.perf_counter() - t0},
+    }
+    return CompiledModel(program, inputs, outputs, info)
+
+
+# -- reading -------------------------------------------------------------------------
+
+
+def _open(path: str | os.PathLike) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise SmeltError(f"no artifact file '{os.fspath(path)}'") from None
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
+        raise _damaged(os.fspath(path), f"it is not a readable zip archive ({e})")
+
+
+def _damaged(path: str, why: str) -> InvalidModel:
+    return InvalidModel(
+        f"the artifact '{path}' is damaged or not a smelt artifact: {why}; compile "
+        "it again (smelt compile MODEL -o FILE)"
+    )
+
+
+def _manifest(z: zipfile.ZipFile, path: str) -> dict[str, Any]:
+    try:
+        manifest = json.loads(z.read(MANIFEST))  # zipfile checks its CRC-32
+    except KeyError:
+        raise _damaged(path, f"it has no {MANIFEST}") from None
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise _damaged(path, f"its {MANIFEST} cannot be read ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise _damaged(path, f"its {MANIFEST} is not a smelt manifest")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise UnsupportedModel(
+            f"the artifact '{path}' has format version {version}; this smelt "
+            f"({smelt_version()}) reads version {FORMAT_VERSION}: compile the model "
+            "again with this smelt"
+        )
+    if manifest.get("smelt_version") != smelt_version():
+        raise UnsupportedModel(
+            f"the artifact '{path}' was built by smelt {manifest.get('smelt_version')}"
+            f", this is smelt {smelt_version()}: compile the model again with this "
+            "smelt (code and runtime must come from the same version)"
+        )
+    return manifest
+
+
+def _check_host(
+    manifest: dict[str, Any], path: str, check_cpu: bool
+) -> tuple[CpuSpec, list[str]]:
+    """The artifact's CpuSpec and the ISA features this CPU lacks (refused
+    unless not `check_cpu`); a foreign architecture is always refused."""
+    triple = llvm.get_process_triple()
+    if manifest.get("triple") != triple:
+        raise UnsupportedModel(
+            f"the artifact '{path}' holds code for {manifest.get('triple')}; this "
+            f"machine is {triple}: compile the model on (or for) this machine"
+        )
+    spec = manifest_spec(manifest, path)
+    missing = lacking(manifest, path)
+    if check_cpu and missing:
+        raise UnsupportedModel(
+            f"the artifact '{path}' was compiled for {spec.name} with "
+            f"{', '.join(missing)}, which this CPU ({host().name}) lacks: compile the "
+            "model here, or for a CPU this one covers (an artifact built with --cpu "
+            "x86-64-v3 or x86-64-v4 runs on every CPU of that level)"
+        )
+    return spec, missing
+
+
+def manifest_spec(manifest: dict[str, Any], path: str = "") -> CpuSpec:
+    """The CpuSpec the artifact's code was built for."""
+    try:
+        cpu = manifest["cpu"]
+        if not isinstance(cpu, dict) or not isinstance(cpu.get("implied"), list | None):
+            raise TypeError("not a record")
+        return CpuSpec(
+            str(cpu["name"]),
+            frozenset(cpu["features"]),
+            int(cpu["l1d"]),
+            int(cpu["l2"]),
+            int(cpu["l3"]),
+            int(cpu["cores"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise _damaged(path, f"its CPU record is incomplete ({e})") from None
+
+
+def lacking(manifest: dict[str, Any], path: str = "") -> list[str]:
+    """The ISA features the artifact's code may use that this CPU lacks: smelt's
+    known features (`host_lacks`) and, for code built for another CPU model than
+    this one, the features LLVM takes from that CPU's name (recorded when it was
+    the build host's own, see `_implied_features`)."""
+    spec = manifest_spec(manifest, path)
+    missing = host_lacks(spec)
+    implied = manifest["cpu"].get("implied") or []
+    if spec.name != host().name:
+        here = llvm.get_host_cpu_features()
+        missing += [str(f) for f in implied if not here.get(str(f), False)]
+    return missing
+
+
+def _implied_features(spec: CpuSpec) -> list[str] | None:
+    """For code built for this host's CPU name: the host's other ISA features
+    (LLVM enables a named CPU's features beyond the ones smelt passes, so code for
+    "znver5" may use gfni or avx512vbmi); None for another CPU's name."""
+    if spec.name != host().name:
+        return None
+    found = llvm.get_host_cpu_features()
+    return sorted(
+        f for f, on in found.items()
+        if on and f not in KNOWN_FEATURES
+        and (spec.has("avx512f") or not f.startswith("avx512"))
+    )  # fmt: skip
+
+
+def _member(
+    z: zipfile.ZipFile, manifest: dict[str, Any], name: str, path: str
+) -> np.ndarray:
+    """The member's bytes in a fresh ALIGN-aligned array, read straight from the
+    file (weights can be large: one read, one hash) and checked against the
+    manifest's size and sha256."""
+    try:
+        record = manifest["members"][name]
+        size, digest = int(record["bytes"]), str(record["sha256"])
+        info = z.getinfo(name)
+    except (KeyError, TypeError, ValueError):
+        raise _damaged(path, f"its member {name} is missing") from None
+    if info.compress_type != zipfile.ZIP_STORED or info.file_size != size:
+        raise _damaged(path, f"its member {name} has the wrong size or compression")
+    data = aligned_empty(size)
+    f = z.fp
+    try:
+        f.seek(info.header_offset)
+        header = f.read(30)
+        if len(header) != 30 or header[:4] != b"PK\x03\x04":
+            raise _damaged(path, f"the header of {name} is broken")
+        name_bytes, extra_bytes = struct.unpack("<HH", header[26:30])
+        f.seek(info.header_offset + 30 + name_bytes + extra_bytes)
+        got = f.readinto(memoryview(data)[:size]) if size else 0
+    except OSError as e:
+        raise _damaged(path, f"{name} cannot be read ({e})") from None
+    if got != size:
+        raise _damaged(path, f"{name} is truncated ({got} of {size} bytes)")
+    if hashlib.sha256(memoryview(data)[:size]).hexdigest() != digest:
+        raise _damaged(path, f"the sha256 of {name} does not match its manifest")
+    return data
+
+
+# -- records ---------------------------------------------------------------------------
+
+
+def _spec_record(spec: CpuSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "implied": _implied_features(spec),
+        "features": sorted(spec.features),
+        "l1d": spec.l1d,
+        "l2": spec.l2,
+        "l3": spec.l3,
+        "cores": spec.cores,
+    }
+
+
+def _tensor_record(spec: TensorSpec) -> dict[str, Any]:
+    return {"name": spec.name, "dtype": spec.dtype.name, "shape": list(spec.shape)}
+
+
+def _tensor_spec(record: dict[str, Any]) -> TensorSpec:
+    return TensorSpec(
+        str(record["name"]), tuple(int(d) for d in record["shape"]),
+        _dtype(record["dtype"]),
+    )  # fmt: skip
+
+
+def _dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # bfloat16 and the float8 types
+
+        return np.dtype(getattr(ml_dtypes, name))
