@@ -56,9 +56,11 @@ def internal_errors(
     except Exception as e:  # noqa: BLE001 (the point: nothing else escapes)
         details = traceback.format_exc()
         extra = note() if note is not None else ""
+        # notes say where inside the stage (locations.naming_errors: the nodes)
+        where = "".join(f" ({n})" for n in getattr(e, "__notes__", []))
         raise InternalError(
-            f"internal error in {stage}: {type(e).__name__}: {e} — this is a bug in "
-            "smelt; please report it with the model (rerun with --debug for the "
-            "traceback)" + (f"; {extra}" if extra else ""),
+            f"internal error in {stage}{where}: {type(e).__name__}: {e} — this is a "
+            "bug in smelt; please report it with the model (rerun with --debug for "
+            "the traceback)" + (f"; {extra}" if extra else ""),
             details,
         ) from e

@@ -161,6 +161,9 @@ def add_dump_arguments(
         group.add_argument("--print-constants", action="store_true",
                            help="dumps print large constants in full (then they "
                            "parse back)")
+        group.add_argument("--print-debuginfo", action="store_true",
+                           help="dumps print each op's location: the ONNX nodes "
+                           "it came from")
     group.add_argument("--time-passes-json", metavar="FILE",
                        help="write every pass's time (and statistics) as JSON")
     group.add_argument("--pass-statistics", action="store_true",
@@ -186,6 +189,7 @@ def dump_options(args: argparse.Namespace):
         time_json=args.time_passes_json,
         statistics=args.pass_statistics,
         print_constants=args.print_constants,
+        print_debuginfo=args.print_debuginfo,
         reproducer_path=args.reproducer,
     )
 
@@ -257,17 +261,25 @@ def print_profile(model, feeds, runs: int, top: int = 25) -> None:
         model.run(feeds)
     wall = (time.perf_counter() - t0) / runs
     rows = model.profile()
-    total = max(sum(seconds for _, _, seconds in rows) / runs, 1e-12)
+    total = max(sum(row.seconds for row in rows) / runs, 1e-12)
     print(f"profile over {runs} runs: {wall * 1e3:.2f} ms per run, "
           f"{total * 1e3:.2f} ms in {len(rows)} kernels")
-    print(f"  {'kernel':<40} {'calls':>5} {'ms/run':>8} {'share':>6}")
-    for kernel, calls, seconds in rows[:top]:
-        ms = seconds / runs * 1e3
-        print(f"  {kernel:<40} {calls:>5} {ms:>8.3f} {seconds / runs / total:>6.1%}")
+    print(f"  {'kernel':<40} {'calls':>5} {'ms/run':>8} {'share':>6}  onnx nodes")
+    for row in rows[:top]:
+        ms = row.seconds / runs * 1e3
+        share = row.seconds / runs / total
+        print(f"  {row.kernel:<40} {row.calls:>5} {ms:>8.3f} {share:>6.1%}  "
+              f"{_node_list(row.nodes)}")
     if len(rows) > top:
-        rest = sum(seconds for _, _, seconds in rows[top:]) / runs
+        rest = sum(row.seconds for row in rows[top:]) / runs
         print(f"  {f'({len(rows) - top} more)':<40} {'':>5} {rest * 1e3:>8.3f} "
               f"{rest / total:>6.1%}")
+
+
+def _node_list(nodes, limit: int = 6) -> str:
+    """A profile line's ONNX nodes: the first `limit`, then how many more."""
+    shown = ", ".join(nodes[:limit])
+    return shown + (f" (+{len(nodes) - limit} more)" if len(nodes) > limit else "")
 
 
 def check_against_onnxruntime(

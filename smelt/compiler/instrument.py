@@ -41,6 +41,7 @@ class DumpOptions:
     time_json: str | None = None  # the per-pass records as JSON
     statistics: bool = False  # ops / kernels / bytes before and after each pass
     print_constants: bool = False  # dumps print large constants in full
+    print_debuginfo: bool = False  # dumps print locations (the ONNX node names)
     reproducer: bool = True  # on a crash, write the failing pass's input IR
     reproducer_path: str | None = None  # None: a fresh temporary file
 
@@ -72,12 +73,15 @@ def pass_specs(spec: str) -> list[str]:
     return [str(p) for p in parse_pipeline(spec)] if spec.strip() else []
 
 
-def module_text(module: ModuleOp, full_constants: bool = False) -> str:
+def module_text(
+    module: ModuleOp, full_constants: bool = False, debuginfo: bool = False
+) -> str:
     """`module` as MLIR text; large constants elided unless `full_constants` (an
-    elided constant does not parse back)."""
+    elided constant does not parse back); with `debuginfo`, every op's location
+    (`loc("node")`: the ONNX nodes it came from)."""
     out = io.StringIO()
     with _constants_in_full(full_constants):
-        Printer(stream=out).print_op(module)
+        Printer(stream=out, print_debuginfo=debuginfo).print_op(module)
     return out.getvalue() + "\n"
 
 
@@ -223,7 +227,11 @@ class Instrumentation:
 
     def _print(self, when: str, name: str, module: ModuleOp) -> None:
         self.stream.write(f"// -----// IR Dump {when} {name} //----- //\n")
-        self.stream.write(module_text(module, self.options.print_constants))
+        self.stream.write(
+            module_text(
+                module, self.options.print_constants, self.options.print_debuginfo
+            )
+        )
         self.stream.flush()
 
     def _make_dump_dir(self) -> None:
@@ -241,7 +249,9 @@ class Instrumentation:
             f": {self.records[index - 1].spec}" if index else "") + "\n"
         try:
             with open(path, "w") as f:
-                f.write(header + module_text(module, self.options.print_constants))
+                f.write(header + module_text(
+                    module, self.options.print_constants, self.options.print_debuginfo
+                ))
         except OSError as e:
             raise SmeltError(f"cannot write the dump '{path}': {e}") from None
 
@@ -332,7 +342,8 @@ class Instrumentation:
         if path is None:
             fd, path = tempfile.mkstemp(prefix="smelt-reproducer-", suffix=".mlir")
             os.close(fd)
-        text = module_text(module, full_constants=True)
+        # with locations: the replayed failure names the same ONNX nodes
+        text = module_text(module, full_constants=True, debuginfo=True)
         with open(path, "w") as f:
             f.write(f"// smelt crash reproducer: pass {failing} failed on this IR\n")
             f.write(f"// smelt-opt {os.path.basename(path)} -p '{rest}'\n")

@@ -19,11 +19,18 @@ import onnx
 import onnx.numpy_helper
 from onnx import helper
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    LocationAttr,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnknownLoc,
+)
 from xdsl.ir import Attribute, Block, BlockArgument, OpResult, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from smelt.dialects import dtypes
+from smelt.dialects import dtypes, locations
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError, UnsupportedModel
 from smelt.frontend import onnx_functions
@@ -210,6 +217,8 @@ class _Importer:
         self.used |= {o.name for o in self.graph.output}
         self.depth = 0  # nesting of function bodies and subgraphs being imported
         self.input_names: list[str] = []
+        # the node being imported: every op emitted for it carries its name
+        self.location: LocationAttr = UnknownLoc()
 
     def run(self) -> ModuleOp:
         from smelt.frontend.handlers import HANDLERS
@@ -238,6 +247,7 @@ class _Importer:
             arrays = reference.evaluate(op, [v.array for v in operands])
             return [Const(a) for a in arrays]
         op = cls.build([self.materialize(v) for v in operands], result_types, **attrs)
+        op.location = self.location
         self.block.add_op(op)
         return list(op.results)
 
@@ -246,6 +256,7 @@ class _Importer:
             return v
         if v.ssa is None:
             op = g.ConstantOp.from_array(v.array)
+            op.location = self.location  # the node that needs it first
             self.block.add_op(op)
             v.ssa = op.result
         return v.ssa
@@ -339,6 +350,7 @@ class _Importer:
         label = node_label(node, index)
         handler = handlers.get(node.op_type) if node.domain in DEFAULT_DOMAINS else None
         outputs: list = [_POISON] * len(node.output)
+        outer, self.location = self.location, locations.node(node.name or label)
         try:
             inputs = [self._lookup(n, label) if n else None for n in node.input]
             if handler is None and not self._is_function(node, opset):
@@ -362,6 +374,8 @@ class _Importer:
             self.errors.append(_labelled(label, e))
         except VerifyException as e:
             self.errors.append(f"{label}: {e}")
+        finally:
+            self.location = outer
         for name, v in zip(node.output, outputs):
             if name:
                 self.values[name] = v
@@ -466,7 +480,8 @@ class _Importer:
             )
         self.expansions += 1
         scope = f"{node.name or label}#{self.expansions}"
-        return onnx_functions.expand(node, function, defaults, opset, scope)
+        caller = node.name or label  # "Op#index" for a node without a name
+        return onnx_functions.expand(node, function, defaults, opset, scope, caller)
 
     def _lookup(self, name: str, label: str) -> Any:
         if name not in self.values:

@@ -1,6 +1,8 @@
 """Graph inputs fixed to values by the user (`constants={"sr": 16000}`, `--constant
 sr=16000`): they become initializers before import, so the If conditions and the
-shapes that depend on them fold."""
+shapes that depend on them fold; and which inputs decide a shape (`SHAPE_OPERANDS`),
+so a caller that has the values (the ONNX backend API, the conformance harness)
+knows which to fix."""
 
 from __future__ import annotations
 
@@ -12,6 +14,51 @@ import onnx
 from onnx import helper
 
 from smelt.errors import SmeltError
+
+# smelt compiles for static shapes: an operand that decides a shape (Reshape's shape,
+# Slice's starts, a reduction's axes, ...) must be known at compile time. A caller
+# that feeds one as a graph input fixes that input to its value (`constants=`, as a
+# user would with a real model); every other input stays a run-time input.
+SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,),
+    "Expand": (1,),
+    "Slice": (1, 2, 3, 4),
+    "Pad": (1, 3),
+    "Split": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "ReduceMean": (1,),
+    "ReduceSum": (1,),
+    "ReduceMax": (1,),
+    "ReduceMin": (1,),
+    "ReduceProd": (1,),
+    "ReduceL1": (1,),
+    "ReduceL2": (1,),
+    "ReduceLogSum": (1,),
+    "ReduceLogSumExp": (1,),
+    "ReduceSumSquare": (1,),
+    "ConstantOfShape": (0,),
+    "Tile": (1,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
+    "TopK": (1,),
+    "OneHot": (1,),
+    "Range": (0, 1, 2),
+    "AffineGrid": (1,),  # the output grid's size
+    "Loop": (0, 1),  # trip count and condition: the scan outputs' length
+}
+
+
+def shape_inputs(model: onnx.ModelProto) -> set[str]:
+    """Names of the graph inputs that feed a shape-deciding operand of a node of
+    the main graph (`SHAPE_OPERANDS`)."""
+    names = set()
+    for node in model.graph.node:
+        for i in SHAPE_OPERANDS.get(node.op_type, ()):
+            if i < len(node.input) and node.input[i]:
+                names.add(node.input[i])
+    initializers = {t.name for t in model.graph.initializer}
+    return names & ({i.name for i in model.graph.input} - initializers)
 
 
 def fix_inputs(

@@ -79,11 +79,14 @@ def expand(
     defaults: dict[str, onnx.AttributeProto],
     opset: int,
     prefix: str,
+    caller: str | None = None,
 ) -> Body:
     """`function`'s nodes with formal inputs and outputs bound to `node`'s, every
-    inner value renamed under `prefix`, and attribute references resolved from the
-    node (or `defaults`); an unset reference without a default is dropped, as ONNX
-    function semantics say."""
+    inner value renamed under `prefix`, each inner node named `caller/inner`
+    (`caller`: the node's name, or its op type), and attribute references resolved
+    from the node (or `defaults`); an unset reference without a default is dropped,
+    as ONNX function semantics say."""
+    caller = caller or node.name or node.op_type
     names = dict(zip(function.input, node.input))
     names.update(zip(function.output, node.output))
     for formal in function.input[len(node.input) :]:
@@ -105,7 +108,7 @@ def expand(
         copy.CopyFrom(inner)
         copy.input[:] = [rename(n) for n in inner.input]
         copy.output[:] = [rename(n) for n in inner.output]
-        copy.name = f"{node.name or node.op_type}/{inner.name or inner.op_type}"
+        copy.name = f"{caller}/{inner.name or inner.op_type}"
         del copy.attribute[:]
         for a in inner.attribute:
             resolved = _resolve(a, given, defaults)

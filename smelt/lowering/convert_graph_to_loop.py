@@ -34,11 +34,11 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType, UnknownLoc
 from xdsl.ir import Operation, OpResult
 from xdsl.passes import ModulePass
 
-from smelt.dialects import graph, loop
+from smelt.dialects import graph, locations, loop
 from smelt.errors import SmeltError
 from smelt.lowering import (
     lower_data,
@@ -110,12 +110,16 @@ def lower_function(graph_func: func.FuncOp, taken_names: set[str]) -> list[func.
     for op in block.ops:
         if op is ret:
             break
-        lowering = LOWERINGS.get(type(op))
-        if lowering is None:
-            raise SmeltError(
-                f"convert-graph-to-loop cannot lower {op.name}: no loop lowering for it"
-            )
-        lowering(ctx, op)
+        ctx.location = op.location
+        with locations.naming_errors(op):
+            lowering = LOWERINGS.get(type(op))
+            if lowering is None:
+                raise SmeltError(
+                    f"convert-graph-to-loop cannot lower {op.name}: no loop lowering "
+                    "for it"
+                )
+            lowering(ctx, op)
+    ctx.location = UnknownLoc()
     for value, out in zip(ret.arguments, ctx.output_args):
         if ctx.direct_outputs.get(value) is not out:
             src = ctx.buffer(value)
@@ -146,7 +150,8 @@ class ConvertGraphToLoopPass(ModulePass):
     whose body allocates intermediates (`loop.alloc`), binds weights
     (`loop.constant`), views reshapes (`loop.view`) and calls the kernels in order.
     Every output argument is written in full. Unsupported ops or types raise
-    SmeltError naming the op.
+    SmeltError naming the op and its ONNX nodes. Each kernel, its call and the
+    @main ops made for a graph op keep that op's location (its ONNX nodes).
 
         func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
           %y = graph.relu %x : (tensor<4xf32>) -> tensor<4xf32>

@@ -19,7 +19,15 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from smelt.dialects.loop import PARALLEL, REDUCTION, ForOp, YieldOp, kernel_attr
+from smelt.dialects import locations
+from smelt.dialects.loop import (
+    PARALLEL,
+    REDUCTION,
+    CheckOp,
+    ForOp,
+    YieldOp,
+    kernel_attr,
+)
 
 Index = SSAValue  # an SSA value of type `index`
 Body = Callable[[list[SSAValue], list[SSAValue]], Sequence[SSAValue]]
@@ -103,6 +111,13 @@ class KernelBuilder:
 
     def op(self, cls: type[Operation], *args: object, **kwargs: object) -> SSAValue:
         return self.emit(cls(*args, **kwargs))  # type: ignore[call-arg]
+
+    def check(self, ok: SSAValue, message: str) -> None:
+        """A run-time check (`loop.check`) whose message names the kernel's ONNX
+        nodes, so that the error a run raises points into the model."""
+        check = CheckOp(ok, locations.prefixed(message, self.func))
+        check.location = self.func.location
+        self.emit(check)
 
     def drop_unused_inputs(self) -> set[int]:
         """Removes the input arguments that nothing reads; returns their positions."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, TensorType
+from xdsl.dialects.builtin import LocationAttr, MemRefType, TensorType, UnknownLoc
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from smelt.dialects import loop
+from smelt.dialects import locations, loop
 from smelt.errors import SmeltError
 from smelt.lowering.loop_builder import KernelBuilder
 from smelt.lowering.scalar_ops import memref_type
@@ -20,6 +20,8 @@ class LoweringContext:
     Lowerings ask for `buffer(value)` (an input's memref), `result_buffer(value)`
     (a fresh `loop.alloc`, or the output argument the value is written into) and
     `op_kernel(op)` (a kernel over those buffers, already called from @main).
+    Kernels, their calls and the ops of @main carry `location`: the ONNX nodes of
+    the graph op being lowered.
     """
 
     def __init__(self, graph_func: func.FuncOp, taken_names: set[str]):
@@ -36,10 +38,12 @@ class LoweringContext:
         self.direct_outputs: dict[SSAValue, SSAValue] = {}
         self._taken = taken_names
         self._next: dict[str, int] = {}  # per base: the first counter maybe free
+        self.location: LocationAttr = UnknownLoc()
 
     # --- @main -----------------------------------------------------------------------
 
     def emit(self, op: Operation) -> SSAValue:
+        locations.inherit(op, self.location)
         self.block.add_op(op)
         return op.results[0] if op.results else None  # type: ignore[return-value]
 
@@ -80,6 +84,7 @@ class LoweringContext:
         in_types = [_memref(v) for v in inputs]
         out_types = [_memref(v) for v in outputs]
         k = KernelBuilder(name, in_types, out_types)
+        k.func.location = self.location
         self.kernels.append(k)
         call = func.CallOp(name, [*inputs, *outputs], [])
         self.emit(call)
@@ -104,6 +109,7 @@ class LoweringContext:
             if unused:
                 operands = [v for i, v in enumerate(call.arguments) if i not in unused]
                 new = func.CallOp(call.callee, operands, [])
+                new.location = call.location
                 self.block.insert_op_before(new, call)
                 self.block.erase_op(call)
         for op in list(self.block.ops):

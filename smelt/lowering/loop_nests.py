@@ -8,7 +8,6 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType
 from xdsl.ir import SSAValue
 
-from smelt.dialects import loop
 from smelt.lowering.loop_builder import Index, KernelBuilder, shape
 
 ScalarBody = Callable[[list[SSAValue]], SSAValue]
@@ -35,7 +34,7 @@ def checked_index(
     with `message` (`loop.check`, as onnxruntime fails) and is clamped meanwhile, so
     that no access leaves the buffer."""
     raw = k.op(arith.IndexCastOp, value, IndexType())
-    k.emit(loop.CheckOp(k.in_range(raw, -size, size), message))
+    k.check(k.in_range(raw, -size, size), message)
     wrapped = k.op(arith.AddiOp, raw, k.index(size))
     index = k.op(arith.SelectOp, k.cmp_index(raw, "slt", 0), wrapped, raw)
     return k.clamp(index, 0, size - 1)

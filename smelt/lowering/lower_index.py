@@ -204,7 +204,7 @@ def lower_reverse_sequence(ctx: LoweringContext, op: graph.ReverseSequenceOp) ->
     def src_index(ivs: list[Index]) -> list[Index]:
         t = ivs[t_axis]
         n = _as_index(k, k.load(lens, [ivs[b_axis]]), lens_type)
-        k.emit(loop.CheckOp(k.in_range(n, 0, steps + 1), message))
+        k.check(k.in_range(n, 0, steps + 1), message)
         reversed_ = k.affine([(n, 1), (t, -1)], -1)  # n - 1 - t
         index = k.op(arith.SelectOp, k.cmp_index(t, "slt", n), reversed_, t)
         return _along(ivs, t_axis, k.clamp(index, 0, steps - 1))

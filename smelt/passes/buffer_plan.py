@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import IntAttr, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from smelt.dialects import dtypes, loop
+from smelt.dialects import dtypes, locations, loop
 from smelt.errors import SmeltError
 
 ALIGN = 64
@@ -196,10 +196,12 @@ class BufferPlanPass(ModulePass):
         naive = sum(b.size for b in buffers)
         if naive >= 2**63:
             largest = max(buffers, key=lambda b: b.size)
+            where = locations.describe(largest.alloc)
             raise SmeltError(
                 f"@{main.sym_name.data}'s temporary buffers need {naive} bytes, more "
                 f"than 64-bit offsets address (the largest: "
-                f"{largest.alloc.result.type}); use smaller input shapes"
+                f"{largest.alloc.result.type}{f' of {where}' if where else ''}); use "
+                "smaller input shapes"
             )
         for key, value in (("arena_bytes", arena), ("arena_lower_bound", bound),
                            ("naive_bytes", naive)):

@@ -17,7 +17,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.transforms.dead_code_elimination import dce
 
-from smelt.dialects import graph
+from smelt.dialects import graph, locations
 from smelt.passes.graph_fuse import is_elementwise
 from smelt.passes.graph_simplify import FoldTranspose
 
@@ -50,6 +50,7 @@ class ToLayout(RewritePattern):
         operands = [m.results[0] for m in moved] + list(op.operands[len(moved):])
         new = type(op).build(operands, **{**op.attrs(), "layout": self.layout})
         back = graph.TransposeOp.build([new.results[0]], perm=list(TO_NCHW))
+        locations.inherit([*moved, new, back], op)
         rewriter.replace(op, [*moved, new, back])
 
 
@@ -83,6 +84,7 @@ class SinkTranspose(RewritePattern):
                 operands.append(c.result)
         new = type(op).build(operands, **op.attrs())
         back = graph.TransposeOp.build([new.results[0]], perm=list(perm))
+        locations.inherit([*new_ops, new, back], op)
         rewriter.replace(op, [*new_ops, new, back])
 
     def concat(self, op: graph.ConcatOp, rewriter: PatternRewriter) -> None:
@@ -95,7 +97,9 @@ class SinkTranspose(RewritePattern):
         (perm,) = perms
         axis = graph.normalize_axis(op.attr("axis"), len(perm))
         new = graph.ConcatOp.build([o.input for o in owners], axis=perm[axis])
-        rewriter.replace(op, [new, graph.TransposeOp.build([new.result], perm=list(perm))])
+        back = graph.TransposeOp.build([new.result], perm=list(perm))
+        locations.inherit([new, back], op)
+        rewriter.replace(op, [new, back])
 
 
 def _is_scalar(v: SSAValue) -> bool:

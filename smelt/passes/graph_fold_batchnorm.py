@@ -14,7 +14,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.transforms.dead_code_elimination import dce
 
-from smelt.dialects import dtypes, graph
+from smelt.dialects import dtypes, graph, locations
 
 
 def _constant(value) -> np.ndarray | None:
@@ -53,6 +53,7 @@ class FoldIntoConv(RewritePattern):
         new_conv = graph.Conv2dOp.build(
             [conv.input, new_w.result, new_b.result], **conv.attrs()
         )
+        locations.inherit([new_w, new_b, new_conv], conv, bn)
         rewriter.replace(bn, [new_w, new_b, new_conv])
         rewriter.erase(conv)
 
@@ -79,6 +80,7 @@ class FoldIntoGemm(RewritePattern):
         new_gemm = graph.GemmOp.build(
             [gemm.lhs, new_w.result, new_c.result], **{**attrs, "beta": 1.0}
         )
+        locations.inherit([new_w, new_c, new_gemm], gemm, bn)
         rewriter.replace(bn, [new_w, new_c, new_gemm])
         rewriter.erase(gemm)
 
@@ -99,6 +101,7 @@ class BatchNormToAffine(RewritePattern):
         a_op, c_op = _const(a.reshape(shape), et), _const(c.reshape(shape), et)
         mul = graph.MulOp.build([bn.input, a_op.result])
         add = graph.AddOp.build([mul.results[0], c_op.result])
+        locations.inherit([a_op, c_op, mul, add], bn)
         rewriter.replace(bn, [a_op, c_op, mul, add])
 
 

@@ -12,7 +12,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.transforms.dead_code_elimination import dce
 
-from smelt.dialects import graph
+from smelt.dialects import graph, locations
 
 
 @dataclass
@@ -33,6 +33,7 @@ class FoldConstantOp(RewritePattern):
             return
         values = evaluate(op, [p.to_array() for p in producers])
         constants = [graph.ConstantOp.from_array(v) for v in values]
+        locations.inherit(constants, op)
         rewriter.replace(op, constants, [c.result for c in constants])
 
 

@@ -12,7 +12,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from smelt.dialects import graph
+from smelt.dialects import graph, locations
 from smelt.dialects.graph_base import shape_of
 
 # The fusion rules read each op's facts (graph_base.GraphOp: ELEMENTWISE, ANCHOR).
@@ -74,6 +74,9 @@ class GraphFusePass(ModulePass):
 
         %0 = graph.conv2d %x, %w, %b ; %1 = graph.relu %0
         → %1 = graph.fused %x, %w, %b {kind = "conv2d"} { conv2d ; relu ; yield }
+
+    The fused op's location names every member's ONNX nodes (`loc(fused[...])`);
+    the members keep their own.
     """
 
     name = "graph-fuse"
@@ -230,6 +233,7 @@ def wrap(group: Group) -> graph.FusedOp:
         attributes={"kind": StringAttr(_kind(group))},
         regions=[Region(block)],
     )
+    fused.location = locations.merge(*group.ops)  # every member node, in order
     Rewriter.insert_op(fused, InsertPoint.after(group.tip))
     for old, new in zip(outputs, fused.results):
         old.replace_uses_with_if(new, lambda use: use.operation not in members)

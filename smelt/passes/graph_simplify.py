@@ -15,7 +15,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import dce
 
-from smelt.dialects import graph
+from smelt.dialects import graph, locations
 from smelt.passes.data_movement import Atoms
 
 
@@ -37,9 +37,9 @@ class FoldReshape(RewritePattern):
             return
         producer = op.input.owner
         if isinstance(producer, graph.ReshapeOp):
-            rewriter.replace(
-                op, graph.ReshapeOp.build([producer.input], [op.result.type])
-            )
+            new = graph.ReshapeOp.build([producer.input], [op.result.type])
+            locations.inherit(new, producer, op)
+            rewriter.replace(op, new)
 
 
 class FoldTranspose(RewritePattern):
@@ -59,9 +59,9 @@ class FoldTranspose(RewritePattern):
             if composed == sorted(composed):
                 rewriter.replace(op, (), (producer.input,))
             else:
-                rewriter.replace(
-                    op, graph.TransposeOp.build([producer.input], perm=composed)
-                )
+                new = graph.TransposeOp.build([producer.input], perm=composed)
+                locations.inherit(new, producer, op)
+                rewriter.replace(op, new)
 
 
 class ComposeDataMovement(RewritePattern):
@@ -101,6 +101,7 @@ class ComposeDataMovement(RewritePattern):
         if perm != sorted(perm):
             new.append(graph.TransposeOp.build([new[-1].results[0]], perm=perm))
         new.append(graph.ReshapeOp.build([new[-1].results[0]], [op.result.type]))
+        locations.inherit(new, *chain)
         rewriter.replace(op, new)
 
 

@@ -9,7 +9,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, SymbolRefAttr
 from xdsl.passes import ModulePass
 
-from smelt.dialects import loop
+from smelt.dialects import locations, loop
 
 
 def _key(kernel: func.FuncOp) -> tuple:
@@ -36,6 +36,9 @@ class LoopDedupKernelsPass(ModulePass):
     distinct kernel once: repeated blocks of a model (ResNet's bottlenecks, a
     transformer's layers) share their kernels, whose weights are arguments.
     A pass that rewrites a kernel per call site must handle several callers.
+    The kept kernel's location names the ONNX nodes of all of them; each call
+    keeps its own. Kernels whose run-time checks (`loop.check`) name different
+    nodes differ in their messages, so they stay apart and a failure names its node.
 
         func.func @conv_3(...) {A}   func.func @conv_7(...) {A}
         func.call @conv_3(%x, %w1)   func.call @conv_7(%y, %w2)
@@ -57,6 +60,7 @@ class LoopDedupKernelsPass(ModulePass):
                 bucket.append(kernel)
                 continue
             renamed[kernel.sym_name.data] = same.sym_name.data
+            same.location = locations.merge(same, kernel)  # it serves both
             op.body.block.erase_op(kernel)
         if not renamed:
             return

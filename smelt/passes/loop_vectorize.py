@@ -307,7 +307,9 @@ class LoopVectorizer:
                     store.properties["nontemporal"] = BoolAttr.from_bool(True)
                 self._add(store)
             elif isinstance(inner, loop.CheckOp):  # invariant (check): once, before
-                self._add(loop.CheckOp(self.lane0(inner.ok), inner.message.data), True)
+                check = loop.CheckOp(self.lane0(inner.ok), inner.message.data)
+                check.location = inner.location
+                self._add(check, True)
             elif isinstance(inner, loop.YieldOp):
                 values = [self.vector(inner.values[r.index]) for r in self.reductions]
                 self._add(loop.YieldOp(*values))

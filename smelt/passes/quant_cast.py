@@ -125,9 +125,11 @@ class _Converter:
         if isinstance(owner, graph.ConstantOp):
             array = owner.to_array().astype(dtypes.to_numpy(self.low))
             new = graph.ConstantOp.from_array(array)
+            new.location = owner.location
             owner.parent_block().insert_op_after(new, owner)
         else:
             new = graph.CastOp.build([value], to=self.low)
+            new.location = before.location
             before.parent_block().insert_op_before(new, before)
         self.down[value] = new.results[0]
         return new.results[0]
@@ -136,6 +138,7 @@ class _Converter:
         if value in self.up:
             return self.up[value]
         new = graph.CastOp.build([value], to=dtypes.f32)
+        new.location = before.location
         before.parent_block().insert_op_before(new, before)
         self.up[value] = new.results[0]
         return new.results[0]
@@ -176,6 +179,7 @@ class _Converter:
             attributes=attributes,
             properties=dict(op.properties),
         )
+        new.location = op.location
         op.parent_block().insert_op_before(new, op)
         for old, res in zip(op.results, new.results, strict=True):
             old.replace_all_uses_with(res)

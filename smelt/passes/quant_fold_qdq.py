@@ -41,7 +41,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.transforms.dead_code_elimination import dce
 
-from smelt.dialects import dtypes, graph
+from smelt.dialects import dtypes, graph, locations
 from smelt.dialects import quant as q
 from smelt.dialects.graph_base import shape_of, tensor
 
@@ -143,8 +143,9 @@ class FoldContraction(RewritePattern):
         out = _quantize_params(op)
         if out is None or op.input.type.element_type != dtypes.f32:
             return
-        value, relu = op.input, False
+        value, relu, matched = op.input, False, [op]
         if isinstance(value.owner, graph.ReluOp) and value.has_one_use():
+            matched.append(value.owner)
             value, relu = value.owner.input, True
         core = value.owner
         if not value.has_one_use():
@@ -155,6 +156,7 @@ class FoldContraction(RewritePattern):
         ):
             if not core.operands[0].has_one_use():
                 return
+            matched.append(core)
             bias, core = core.operands[1], core.operands[0].owner
             if isinstance(core, graph.GemmOp):
                 return  # gemm + add: left alone (rare)
@@ -166,6 +168,7 @@ class FoldContraction(RewritePattern):
             return
         if new is None:
             return
+        locations.inherit(new, core, *reversed(matched))
         rewriter.replace(op, new, [new[-1].results[0]])
 
     # --- matmul / gemm ---------------------------------------------------------
@@ -316,6 +319,7 @@ class CarryThrough(RewritePattern):
         else:
             moved = type(op).build([q_in], **op.attrs())
         new_dq = q.DequantizeOp.build([moved.results[0], scale.results[0], zero.results[0]])
+        locations.inherit([scale, zero, moved, new_dq], op)
         rewriter.replace(op, [scale, zero, moved, new_dq])
 
 
@@ -335,6 +339,7 @@ class CarryConcat(RewritePattern):
         scale = _const_op(first.scale.reshape(()))  # type: ignore[union-attr]
         zero = _const_op(first.zero_point.reshape(()))  # type: ignore[union-attr]
         new_dq = q.DequantizeOp.build([concat.results[0], scale.results[0], zero.results[0]])
+        locations.inherit([concat, scale, zero, new_dq], op)
         rewriter.replace(op, [concat, scale, zero, new_dq])
 
 

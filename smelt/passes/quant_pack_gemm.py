@@ -32,7 +32,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from xdsl.rewriter import InsertPoint
 from xdsl.transforms.dead_code_elimination import dce
 
-from smelt.dialects import dtypes, graph
+from smelt.dialects import dtypes, graph, locations
 from smelt.dialects import quant as q
 from smelt.dialects.quant_gemm import VARIANTS, QGemmOp, choose_variant, pack_weights
 from smelt.dialects.quant_gemm import padded as padded_shape
@@ -110,6 +110,7 @@ class PackGemm(RewritePattern):
             [x_q, *(c.results[0] for c in consts)],
             variant=variant, k=k, n=n, relu=int(relu), shift_input=int(shift),
         )  # fmt: skip
+        locations.inherit([*consts, gemm], widen, matmul, add, to_float, mul, op, last)
         rewriter.insert([*consts, gemm], InsertPoint.before(op))
         rewriter.replace(last, [], [gemm.results[0]])
 

@@ -7,13 +7,15 @@ An artifact is a zip archive, stored uncompressed:
                    CpuSpec, compile options and pipeline, inputs and outputs, what
                    the native program needs (arena bytes, threads, …) and the size
                    and sha256 of each other member
-    code.o         the object code MCJIT built for the model (relocatable ELF)
+    code0.o, …     the object code built for the model (relocatable ELF: one per
+                   part the compile split the model in), linked at load
     weights.bin    the weight blob the entry point reads
 
 Loading checks everything before the code is touched: the format version, every
 member's size and sha256, the smelt version, the target triple, that the host CPU
 has every ISA feature the code was built for, and that each symbol the object
-imports (libm, pthreads, compiler runtime) resolves in this process (`object_code`).
+the objects import and none defines (libm, pthreads, compiler runtime) resolves
+in this process (`object_code`).
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ import numpy as np
 from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
 from smelt.lowering.llvm.program import ENTRY, NativeProgram, aligned_empty
 from smelt.runtime.model import CompiledModel, TensorSpec
-from smelt.runtime.object_code import load_object
+from smelt.lowering.llvm.object_code import load_objects
 from smelt.targets.cpu_spec import KNOWN_FEATURES, CpuSpec, host, host_lacks
 
 FORMAT = "smelt-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Bumped whenever the manifest or the native interface changes meaning."""
-MANIFEST, CODE, WEIGHTS = "manifest.json", "code.o", "weights.bin"
+MANIFEST, WEIGHTS = "manifest.json", "weights.bin"
 SUFFIX = ".smelt"
 
 
@@ -66,7 +68,7 @@ def save(
             "this model's object code was not kept (compile it with smelt.compile)"
         )
     weights = np.ascontiguousarray(program.weights).view(np.uint8).reshape(-1)
-    code = program.object_code
+    code = {f"code{i}.o": part for i, part in enumerate(program.object_code)}
     options = model.info.get("options")  # CompileOptions: its JSON record
     options = options.record() if hasattr(options, "record") else options
     manifest = {
@@ -90,10 +92,15 @@ def save(
             "threads": program.pool_threads,
             "pool_bytes": program.pool_bytes,
             "profiled_calls": list(program.profiled_calls),
+            "profiled_nodes": [list(n) for n in program.profiled_nodes],
+            "code": list(code),
             "check_messages": list(program.check_messages),
         },
         "members": {
-            CODE: {"bytes": len(code), "sha256": hashlib.sha256(code).hexdigest()},
+            **{
+                name: {"bytes": len(part), "sha256": hashlib.sha256(part).hexdigest()}
+                for name, part in code.items()
+            },
             WEIGHTS: {
                 "bytes": weights.nbytes,
                 "sha256": hashlib.sha256(weights).hexdigest(),
@@ -109,7 +116,8 @@ def save(
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(temp, "xb") as f, zipfile.ZipFile(f, "w") as z:
             z.writestr(MANIFEST, json.dumps(manifest, indent=1, default=str))
-            z.writestr(CODE, code)
+            for name, part in code.items():
+                z.writestr(name, part)
             with z.open(WEIGHTS, "w", force_zip64=True) as w:
                 w.write(memoryview(weights))
         os.replace(temp, path)
@@ -154,9 +162,11 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
     with _open(path) as z:
         manifest = _manifest(z, path)
         spec, missing = _check_host(manifest, path, check_cpu)
-        code = _member(z, manifest, CODE, path).tobytes()
+        code = tuple(
+            _member(z, manifest, name, path).tobytes() for name in _code(manifest, path)
+        )
         weights = _member(z, manifest, WEIGHTS, path)
-    engine = load_object(code, ENTRY, f"the artifact '{path}'")
+    engine = load_objects(code, ENTRY, f"the artifact '{path}'")
     p = manifest["program"]
     try:
         signature = [(tuple(s), _dtype(d)) for s, d in p["signature"]]
@@ -175,6 +185,7 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
             tuple(p["check_messages"]),
             object_code=code,
             missing_features=missing,
+            profiled_nodes=tuple(tuple(n) for n in p.get("profiled_nodes", ())),
         )
         inputs = [_tensor_spec(t) for t in manifest["inputs"]]
         outputs = [_tensor_spec(t) for t in manifest["outputs"]]
@@ -204,6 +215,13 @@ def _open(path: str | os.PathLike) -> zipfile.ZipFile:
         raise SmeltError(f"no artifact file '{os.fspath(path)}'") from None
     except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
         raise _damaged(os.fspath(path), f"it is not a readable zip archive ({e})")
+
+
+def _code(manifest: dict[str, Any], path: str) -> list[str]:
+    names = manifest.get("program", {}).get("code")
+    if not names or not all(isinstance(n, str) for n in names):
+        raise _damaged(path, "its manifest lists no object code")
+    return names
 
 
 def _damaged(path: str, why: str) -> InvalidModel:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -23,6 +23,16 @@ class TensorSpec:
         return (
             f"{self.name}: {self.dtype}[{'x'.join(map(str, self.shape)) or 'scalar'}]"
         )
+
+
+class ProfileRow(NamedTuple):
+    """One kernel of a profile: its calls and time summed over the runs, and the
+    ONNX nodes its calls compute (their locations)."""
+
+    kernel: str
+    calls: int
+    seconds: float
+    nodes: tuple[str, ...]
 
 
 class Program(Protocol):
@@ -151,22 +161,31 @@ class CompiledModel:
             self.program.run(arrays + results)
         return dict(zip(self.output_names, results))
 
-    def profile(self, reset: bool = True) -> list[tuple[str, int, float]]:
-        """(kernel, calls, seconds) summed over the runs since the last reset,
-        slowest first; the model must be compiled with `profile=True` (cpu)."""
+    def profile(self, reset: bool = True) -> list[ProfileRow]:
+        """(kernel, calls, seconds, ONNX nodes) summed over the runs since the
+        last reset, slowest first; the model must be compiled with `profile=True`
+        (cpu). A kernel shared by several calls (loop-dedup-kernels) lists the
+        nodes of all of them."""
         per_call = getattr(self.program, "profile", None)
         if per_call is None:
             raise SmeltError("profiles are taken on the cpu target only")
         from smelt.lowering.llvm.program import tick_seconds
 
+        call_nodes = getattr(self.program, "profiled_nodes", ())
         totals: dict[str, list[int]] = {}
-        for kernel, ticks in per_call(reset):
+        nodes: dict[str, dict[str, None]] = {}
+        for i, (kernel, ticks) in enumerate(per_call(reset)):
             entry = totals.setdefault(kernel, [0, 0])
             entry[0] += 1
             entry[1] += ticks
+            names = call_nodes[i] if i < len(call_nodes) else ()
+            nodes.setdefault(kernel, {}).update(dict.fromkeys(names))
         scale = tick_seconds()
-        rows = [(k, calls, ticks * scale) for k, (calls, ticks) in totals.items()]
-        return sorted(rows, key=lambda row: -row[2])
+        rows = [
+            ProfileRow(k, calls, ticks * scale, tuple(nodes[k]))
+            for k, (calls, ticks) in totals.items()
+        ]
+        return sorted(rows, key=lambda row: -row.seconds)
 
     def save(self, path: str) -> str:
         """Writes this model (cpu target) as an artifact, one file that `smelt.load`

@@ -21,39 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-# smelt compiles for static shapes: an operand that decides a shape (Reshape's shape,
-# Slice's starts, a reduction's axes, ...) must be known at compile time. A case that
-# feeds one as a graph input gets that input frozen to the case's value (added as an
-# initializer, as a user would with a real model); every other input stays a run-time
-# input.
-SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
-    "Reshape": (1,),
-    "Expand": (1,),
-    "Slice": (1, 2, 3, 4),
-    "Pad": (1, 3),
-    "Split": (1,),
-    "Squeeze": (1,),
-    "Unsqueeze": (1,),
-    "ReduceMean": (1,),
-    "ReduceSum": (1,),
-    "ReduceMax": (1,),
-    "ReduceMin": (1,),
-    "ReduceProd": (1,),
-    "ReduceL1": (1,),
-    "ReduceL2": (1,),
-    "ReduceLogSum": (1,),
-    "ReduceLogSumExp": (1,),
-    "ReduceSumSquare": (1,),
-    "ConstantOfShape": (0,),
-    "Tile": (1,),
-    "Resize": (1, 2, 3),
-    "Upsample": (1,),
-    "TopK": (1,),
-    "OneHot": (1,),
-    "Range": (0, 1, 2),
-    "AffineGrid": (1,),  # the output grid's size
-    "Loop": (0, 1),  # trip count and condition: the scan outputs' length
-}
+# Inputs that decide an output shape (Reshape's shape, Slice's starts, ...) are
+# frozen to the case's values: the table is smelt's own (SHAPE_OPERANDS in
+# smelt/frontend/onnx_constants.py, which the ONNX backend API uses too).
+from smelt.frontend.onnx_constants import SHAPE_OPERANDS, shape_inputs  # noqa: F401
 
 
 def as_array(value) -> np.ndarray:
@@ -75,16 +46,6 @@ def case_data(case) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
         ([as_array(v) for v in inputs], [as_array(v) for v in expected])
         for inputs, expected in case.data_sets
     ]
-
-
-def shape_inputs(model) -> set[str]:
-    """Names of the graph inputs that feed a shape-deciding operand."""
-    names = set()
-    for node in model.graph.node:
-        for i in SHAPE_OPERANDS.get(node.op_type, ()):
-            if i < len(node.input) and node.input[i]:
-                names.add(node.input[i])
-    return names & {i.name for i in model.graph.input}
 
 
 def freeze(model, inputs: list[np.ndarray]):

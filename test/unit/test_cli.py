@@ -106,6 +106,9 @@ def test_run_profile_prints_kernel_table(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "profile over 3 runs" in result.stdout
     assert any(line.split()[:2] == ["relu_0", "1"] for line in result.stdout.splitlines())
+    # each kernel line ends with its ONNX nodes
+    lines = result.stdout.splitlines()
+    assert any(line.split()[::4] == ["relu_0", "act"] for line in lines)
     gpu = smelt_cli("run", str(path), "--profile", "3", "--target", "gpu")
     assert_one_line_error(gpu, "cpu target only")
 

@@ -82,10 +82,10 @@ def test_profile_times_every_kernel_call():
     for _ in range(3):
         compiled.run({"x": x})
     rows = compiled.profile()
-    assert sorted(kernel for kernel, _, _ in rows) == ["fused_matmul_0", "fused_softmax_0"]
-    assert all(calls == 1 and 0 < seconds < 1 for _, calls, seconds in rows)
+    assert sorted(row.kernel for row in rows) == ["fused_matmul_0", "fused_softmax_0"]
+    assert all(row.calls == 1 and 0 < row.seconds < 1 for row in rows)
     # reset: nothing ran since
-    assert all(seconds == 0 for _, _, seconds in compiled.profile())
+    assert all(row.seconds == 0 for row in compiled.profile())
 
 
 def test_profile_needs_profile_compile():

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import SSAValue
 
+from smelt.dialects import locations
 from smelt.dialects.loop import AllocOp, CheckOp, ConstantOp, ForOp, ViewOp, is_kernel
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.emit_kernel import (
@@ -82,6 +83,8 @@ class LoweredModule:
     check_messages: tuple[str, ...] = ()
     """The message of each `loop.check`: a failed one stores its position + 1 in
     `STATUS_GLOBAL`."""
+    profiled_nodes: tuple[tuple[str, ...], ...] = ()
+    """With `EmitOptions.profile`: the ONNX nodes of each call (its location)."""
 
 
 def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> LoweredModule:
@@ -109,10 +112,11 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         status = ir.GlobalVariable(ir_module, I32, STATUS_GLOBAL)
         status.initializer = ir.Constant(I32, 0)
     for fn, kernel in functions.values():
-        if is_qgemm_kernel(kernel):  # a packed int8 GEMM: its own emitter
-            emit_qgemm(fn, qgemm_params(kernel))
-            continue
-        KernelEmitter(fn, kernel, OP_EMITTERS, options, checks=codes).emit()
+        with locations.naming_errors(kernel):
+            if is_qgemm_kernel(kernel):  # a packed int8 GEMM: its own emitter
+                emit_qgemm(fn, qgemm_params(kernel))
+                continue
+            KernelEmitter(fn, kernel, OP_EMITTERS, options, checks=codes).emit()
     if main is None:  # a library of kernels: keep them all, exported
         for fn, _ in functions.values():
             fn.linkage = ""
@@ -127,8 +131,9 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         _names(main, "smelt.input_names"),
         _names(main, "smelt.output_names"),
         _threads(kernels),
-        tuple(calls) if options.profile else (),
+        tuple(callee for callee, _ in calls) if options.profile else (),
         tuple(op.message.data for op in checks),
+        tuple(nodes for _, nodes in calls) if options.profile else (),
     )
 
 
@@ -161,10 +166,11 @@ def _emit_entry(
     functions: dict[str, tuple[ir.Function, func.FuncOp]],
     plan: MemoryPlan,
     profile: bool = False,
-) -> list[str]:
-    """Emits the entry point; returns the callee of each kernel call in order."""
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Emits the entry point; returns the callee of each kernel call in order,
+    with the ONNX nodes the call computes."""
     calls = [
-        op.callee.root_reference.data
+        (op.callee.root_reference.data, tuple(locations.names(op)))
         for op in main.body.block.ops
         if isinstance(op, func.CallOp)
     ]

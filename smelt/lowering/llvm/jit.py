@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 import llvmlite.binding as llvm
@@ -13,7 +15,9 @@ from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm, threads
 from smelt.lowering.llvm.emit import LoweredModule, lower_module
 from smelt.lowering.llvm.emit_kernel import EmitOptions
-from smelt.lowering.llvm.program import NativeProgram, tick_seconds
+from smelt.lowering.llvm.program import ENTRY, NativeProgram, tick_seconds
+from smelt.lowering.llvm.split import split
+from smelt.lowering.llvm.object_code import load_objects
 from smelt.lowering.llvm.types import buffer_info
 from smelt.targets.cpu_spec import CpuSpec, host
 
@@ -65,18 +69,28 @@ def optimize(
     pm.run(mod, pb)
 
 
-def build(
-    module: ModuleOp,
-    opt_level: int = 3,
-    options: EmitOptions | None = None,
-    unroll: bool = False,
-) -> tuple[llvm.ModuleRef, llvm.TargetMachine, CpuSpec, LoweredModule]:
-    """Emits, verifies and optimizes a loop-level module for its `#target.cpu`
-    (the host without one): LLVM module, target machine, spec, lowering."""
-    lowered = lower_module(module, options or EmitOptions())
-    spec = module_spec(module)
+def compile_threads() -> int:
+    """The threads LLVM compiles on: the cores this process may use (at most 8)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def _object(
+    text: str, spec: CpuSpec, opt_level: int, unroll: bool
+) -> tuple[llvm.ModuleRef, bytes]:
+    """One part's IR text parsed, verified, optimized and emitted as object code,
+    with its own target machine (one thread each: a TargetMachine is not shared)."""
     tm = target_machine(spec, opt_level)
-    text = str(lowered.ir_module)
+    mod = _parse(text, tm)
+    if opt_level > 0:
+        optimize(mod, tm, opt_level, unroll)
+    return mod, tm.emit_object(mod)
+
+
+def _parse(text: str, tm: llvm.TargetMachine) -> llvm.ModuleRef:
     if "half" in text and libm.missing_runtime():
         raise SmeltError(
             "this model converts to or from float16, which needs the compiler "
@@ -92,6 +106,21 @@ def build(
         ) from e
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
+    return mod
+
+
+def build(
+    module: ModuleOp,
+    opt_level: int = 3,
+    options: EmitOptions | None = None,
+    unroll: bool = False,
+) -> tuple[llvm.ModuleRef, llvm.TargetMachine, CpuSpec, LoweredModule]:
+    """Emits, verifies and optimizes a loop-level module for its `#target.cpu`
+    (the host without one): LLVM module, target machine, spec, lowering."""
+    lowered = lower_module(module, options or EmitOptions())
+    spec = module_spec(module)
+    tm = target_machine(spec, opt_level)
+    mod = _parse(str(lowered.ir_module), tm)
     if opt_level > 0:
         optimize(mod, tm, opt_level, unroll)
     return mod, tm, spec, lowered
@@ -111,10 +140,15 @@ def compile_to_native(
     unroll: bool = False,
     profile: bool = False,
     consume: bool = False,
+    parts: int = 0,
 ) -> NativeProgram:
     """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main,
     for the module's `#target.cpu` (the host without one). Code for a CPU whose
     features the host lacks compiles (`asm`, `llvm_ir`) and refuses to run.
+
+    The LLVM module is split in `parts` (default: the cores this process may
+    use) that LLVM optimizes and turns into object code on as many threads
+    (`split.py`); MCJIT links the objects.
 
     `fast_math` adds `reassoc nsz` to float ops (so float reductions vectorize);
     `unroll` turns on LLVM's loop unroller (see `optimize`); `profile` times every
@@ -125,14 +159,19 @@ def compile_to_native(
     options = EmitOptions(
         fast_math=fast_math, profile=profile, release_constants=consume
     )
-    mod, tm, spec, lowered = build(module, opt_level, options, unroll)
+    _initialize()
+    lowered = lower_module(module, options)
     if lowered.plan is None:
         raise SmeltError("the module has no @main: nothing to run")
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    # MCJIT hands the object code it built to the cache: an artifact stores it
-    objects: list[bytes] = []
-    engine.set_object_cache(lambda _module, data: objects.append(bytes(data)))
-    engine.finalize_object()
+    spec = module_spec(module)
+    texts = split(lowered.ir_module, parts or compile_threads())
+    with ThreadPoolExecutor(len(texts)) as pool:  # LLVM releases the GIL
+        built = list(
+            pool.map(lambda t: _object(t, spec, opt_level, unroll), texts)
+        )
+    mods = [m for m, _ in built]
+    objects = tuple(o for _, o in built)
+    engine = load_objects(objects, ENTRY, "the compiled model")
     signature = [
         (tuple(buffer_info(t).shape), to_numpy(t.get_element_type()))
         for t in lowered.io_types
@@ -150,7 +189,8 @@ def compile_to_native(
         lowered.profiled_calls,
         spec,
         lowered.check_messages,
-        module=mod,
-        tm=tm,
-        object_code=objects[0] if len(objects) == 1 else None,
+        profiled_nodes=lowered.profiled_nodes,
+        modules=mods,
+        tm=target_machine(spec, opt_level),
+        object_code=objects,
     )

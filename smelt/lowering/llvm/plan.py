@@ -12,6 +12,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, UnitAttr
 from xdsl.ir import SSAValue
 
+from smelt.dialects import locations
 from smelt.dialects.loop import AllocOp, ConstantOp
 from smelt.errors import ResourceLimit, SmeltError
 from smelt.lowering.llvm.program import ALIGN, aligned_empty
@@ -148,10 +149,9 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
         (buffer_info(v.type).nbytes, f"{name}{v.type}")
         for name, v in zip(names, args)
     ] + [
-        (buffer_info(v.type).nbytes, f"a temporary {v.type}")
-        for v in [
-            op.result for op in main.body.walk() if isinstance(op, AllocOp | ConstantOp)
-        ]
+        (buffer_info(op.result.type).nbytes, _temporary(op))
+        for op in main.body.walk()
+        if isinstance(op, AllocOp | ConstantOp)
     ]
     top = sorted(sizes)[-3:][::-1]
     largest = ", ".join(f"{t} ({n / 2**30:.1f} GiB)" for n, t in top)
@@ -161,6 +161,12 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
         f"machine's {limit / 2**30:.1f} GiB; its largest buffers: {largest}; use "
         "smaller input shapes"
     )
+
+
+def _temporary(op: AllocOp | ConstantOp) -> str:
+    """How a message names a buffer of @main: its type and its ONNX nodes."""
+    where = locations.describe(op)
+    return f"a temporary {op.result.type}" + (f" of {where}" if where else "")
 
 
 def _constant_bytes(op: ConstantOp) -> np.ndarray:

@@ -19,7 +19,7 @@ from functools import cache, cached_property
 import llvmlite.binding as llvm
 import numpy as np
 
-from smelt.errors import SmeltError
+from smelt.errors import InvalidInput, SmeltError
 from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
 
 ENTRY = "smelt_main"
@@ -66,8 +66,8 @@ class NativeProgram:
     A program whose loops run on threads owns a pool of `threads` threads
     (`pool_bytes` of memory), started here and stopped (workers woken and joined)
     when the program is collected or the interpreter exits; a forked child starts
-    its own. `engine` holds the code: JIT-compiled from `module` (then `llvm_ir`
-    and `asm` show it) or loaded from an object file (`object_code`, what an
+    its own. `engine` holds the code: JIT-compiled from `modules` (then `llvm_ir`
+    and `asm` show it) or loaded from object files (`object_code`, what an
     artifact stores; `missing_features` then says what this CPU lacks of the
     CPU the code was built for, beyond `host_lacks`).
     """
@@ -86,13 +86,14 @@ class NativeProgram:
         profiled_calls: tuple[str, ...] = (),
         spec: CpuSpec | None = None,
         check_messages: tuple[str, ...] = (),
-        module: llvm.ModuleRef | None = None,
+        modules: list[llvm.ModuleRef] | None = None,
         tm: llvm.TargetMachine | None = None,
-        object_code: bytes | None = None,
+        object_code: tuple[bytes, ...] | None = None,
         missing_features: list[str] | None = None,
+        profiled_nodes: tuple[tuple[str, ...], ...] = (),
     ):
         # The engine owns the code; keep it (and the module) alive with this object.
-        self._engine, self._module, self._tm = engine, module, tm
+        self._engine, self._modules, self._tm = engine, modules, tm
         self.object_code = object_code
         self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
         self.spec = spec or host()
@@ -116,7 +117,6 @@ class NativeProgram:
             names[i] if i < len(names) else f"#{i}" for i in range(len(signature))
         ]
         self._io = (ctypes.c_void_p * max(1, len(signature)))()
-        self.llvm_ir = str(module) if module is not None else ""
         self._lock = threading.Lock()
         self.threads = 1  # the pool's threads once started
         self.pool_threads, self.pool_bytes = threads, pool_bytes  # what it asks for
@@ -124,6 +124,7 @@ class NativeProgram:
         self._pool_pid = 0
         self._pool_finalizer: weakref.finalize | None = None
         self.profiled_calls = profiled_calls
+        self.profiled_nodes = profiled_nodes  # the ONNX nodes of each call
         self._ticks: np.ndarray | None = None
         if profiled_calls:
             address = engine.get_global_value_address(PROFILE_GLOBAL)
@@ -168,14 +169,20 @@ class NativeProgram:
         )
 
     @cached_property
+    def llvm_ir(self) -> str:
+        """The optimized LLVM IR, each part of the split module in turn (made on
+        first use; "" for a program loaded from machine code)."""
+        return "\n".join(str(m) for m in self._modules or ())
+
+    @cached_property
     def asm(self) -> str:
         """The host assembly of the optimized module (computed on first use)."""
-        if self._module is None or self._tm is None:
+        if self._modules is None or self._tm is None:
             raise SmeltError(
                 "this program was loaded from machine code: it has no assembly text "
                 "(compile the model to see it)"
             )
-        return self._tm.emit_assembly(self._module)
+        return "\n".join(self._tm.emit_assembly(m) for m in self._modules)
 
     def run(self, args: list[np.ndarray]) -> None:
         """Runs the model; outputs (the trailing args) are written in place."""
@@ -221,7 +228,8 @@ class NativeProgram:
             )
             if self._status is not None and self._status.value:
                 code, self._status.value = self._status.value, 0
-                raise SmeltError(self.check_messages[code - 1])
+                # an input out of range (the message names its ONNX node)
+                raise InvalidInput(self.check_messages[code - 1])
 
 
 def _stop_pool(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import struct
+from collections.abc import Sequence
 from functools import cache
 
 import llvmlite.binding as llvm
@@ -14,11 +15,17 @@ import llvmlite.binding as llvm
 from smelt.errors import InvalidModel, UnsupportedModel
 
 
-def load_object(data: bytes, entry: str, name: str) -> llvm.ExecutionEngine:
-    """An MCJIT engine holding the object code `data` (which must define `entry`),
-    its imports bound first: an unresolved symbol would abort the process inside
-    LLVM. `name` says whose code it is in errors ("the artifact 'm.smelt'")."""
-    missing = [s for s in imports(data, name) if not _bind(s)]
+def load_objects(
+    objects: Sequence[bytes], entry: str, name: str
+) -> llvm.ExecutionEngine:
+    """An MCJIT engine holding the object code `objects` (one of which must define
+    `entry`), linked together, the imports none defines bound first: an
+    unresolved symbol would abort the process inside LLVM. `name` says whose
+    code it is in errors ("the artifact 'm.smelt'")."""
+    tables = [symbols(data, name) for data in objects]
+    defined = {s for _, exports in tables for s in exports}
+    wanted = {s for needs, _ in tables for s in needs} - defined
+    missing = sorted(s for s in wanted if not _bind(s))
     if missing:
         raise UnsupportedModel(
             f"{name} calls {', '.join(missing)}, which this process cannot find "
@@ -29,7 +36,8 @@ def load_object(data: bytes, entry: str, name: str) -> llvm.ExecutionEngine:
     tm = target.create_target_machine(codemodel="jitdefault", jit=True)
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
     try:
-        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+        for data in objects:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         engine.finalize_object()
         if not engine.get_function_address(entry):
             raise RuntimeError(f"it defines no {entry}")
@@ -44,8 +52,11 @@ def _initialize() -> None:
     llvm.initialize_native_asmprinter()
 
 
-def imports(obj: bytes, name: str = "the object code") -> list[str]:
-    """The undefined symbols of a relocatable ELF64 object (little-endian)."""
+def symbols(
+    obj: bytes, name: str = "the object code"
+) -> tuple[list[str], list[str]]:
+    """The undefined and the defined global symbols of a relocatable ELF64 object
+    (little-endian)."""
     if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
         raise UnsupportedModel(
             f"{name} holds object code this loader cannot read (only 64-bit "
@@ -58,19 +69,22 @@ def imports(obj: bytes, name: str = "the object code") -> list[str]:
             struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
             for i in range(shnum)
         ]
-        names: list[str] = []
+        undefined: list[str] = []
+        defined: list[str] = []
         for _, kind, _, _, offset, size, link, _, _, entsize in sections:
             if kind != 2:  # SHT_SYMTAB
                 continue
             strtab = sections[link]
             strings = obj[strtab[4] : strtab[4] + strtab[5]]
             for at in range(offset, offset + size, entsize or 24):
-                name, info, _, shndx = struct.unpack_from("<IBBH", obj, at)
-                if shndx == 0 and name and info >> 4 in (1, 2):  # UNDEF, GLOBAL/WEAK
-                    names.append(strings[name : strings.index(b"\0", name)].decode())
+                at_name, info, _, shndx = struct.unpack_from("<IBBH", obj, at)
+                if not at_name or info >> 4 not in (1, 2):  # GLOBAL / WEAK only
+                    continue
+                text = strings[at_name : strings.index(b"\0", at_name)].decode()
+                (undefined if shndx == 0 else defined).append(text)  # 0: UNDEF
     except (struct.error, IndexError, ValueError, UnicodeDecodeError) as e:
         raise _broken(name, f"is malformed ({e})") from None
-    return names
+    return undefined, defined
 
 
 @cache
