@@ -43,6 +43,7 @@ class Node:
     op: str = ""  # the graph op's full name
     outputs: list[tuple[str, int]] = field(default_factory=list)  # (type, bytes)
     weight_bytes: int = 0  # constant operands
+    onnx: list[str] = field(default_factory=list)  # the ONNX nodes it came from
 
 
 @dataclass
@@ -90,16 +91,17 @@ def picture(module: Any, title: str) -> Picture:
     from xdsl.dialects import func
 
     from smelt.compiler.driver import main_func
-    from smelt.dialects import graph
+    from smelt.dialects import graph, locations
 
     main = main_func(module)
     pic = Picture(title)
     source: dict[Any, tuple[str, int]] = {}  # value → (node id, result index)
     constants: set[Any] = set()
 
-    def add(label: str, kind: str, results, op: str = "", group=None) -> Node:
-        node = Node(f"n{len(pic.nodes)}", label, kind, group, op)
+    def add(label: str, kind: str, results, op=None, group=None) -> Node:
+        node = Node(f"n{len(pic.nodes)}", label, kind, group, op.name if op else "")
         node.outputs = [_type(r.type) for r in results]
+        node.onnx = locations.names(op) if op else []
         for i, r in enumerate(results):
             source[r] = (node.id, i)
         pic.nodes.append(node)
@@ -140,12 +142,12 @@ def picture(module: Any, title: str) -> Picture:
                     for result, value in zip(op.results, inner.operands, strict=True):
                         source[result] = source[value]
                     continue
-                node = add(_label(inner), "op", inner.results, inner.name, group.id)
+                node = add(_label(inner), "op", inner.results, inner, group.id)
                 group.nodes.append(node.id)
                 connect(node, inner.operands, inner=True)
         else:
             kind = "view" if getattr(op, "KERNEL_FREE", False) else "op"
-            connect(add(_label(op), kind, op.results, op.name), op.operands)
+            connect(add(_label(op), kind, op.results, op), op.operands)
     return pic
 
 
@@ -232,8 +234,14 @@ def to_dot(pics: list[Picture]) -> str:
 
 
 def node_text(node: Node) -> str:
-    weights = f"\nweights {_size(node.weight_bytes)}" if node.weight_bytes else ""
-    return node.label + weights
+    """The op, its ONNX node (shortened), its weight bytes: one per line."""
+    lines = [node.label]
+    if node.onnx:
+        name = ", ".join(node.onnx)
+        lines.append(name if len(name) <= 24 else name[:23] + "…")
+    if node.weight_bytes:
+        lines.append(f"weights {_size(node.weight_bytes)}")
+    return "\n".join(lines)
 
 
 def to_model_explorer(pics: list[Picture]) -> dict:
@@ -250,6 +258,8 @@ def to_model_explorer(pics: list[Picture]) -> dict:
         nodes = []
         for n in pic.nodes:
             attrs = [{"key": "op", "value": n.op or n.kind}]
+            if n.onnx:
+                attrs.append({"key": "onnx_nodes", "value": ", ".join(n.onnx)})
             if n.weight_bytes:
                 attrs.append({"key": "weight_bytes", "value": str(n.weight_bytes)})
             node = {

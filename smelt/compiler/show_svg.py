@@ -140,6 +140,7 @@ def render(pic: Picture) -> str:
         dash = ' stroke-dasharray="4 2"' if n.kind == "view" else ""
         rx = h / 2 if n.kind in ("input", "output") else 5
         tip = f"{n.op or n.kind}: " + ", ".join(t for t, _ in n.outputs)
+        tip += f" (ONNX {', '.join(n.onnx)})" if n.onnx else ""
         out.append(
             f'<g class="node {n.kind}"><title>{escape(tip)}</title><rect '
             f'x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{rx:.1f}" '

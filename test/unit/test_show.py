@@ -28,7 +28,7 @@ def _model() -> onnx.ModelProto:
     b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
     s = numpy_helper.from_array(np.array([4, 2], np.int64), "s")
     nodes = [
-        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
         helper.make_node("Add", ["m", "b"], ["a"]),
         helper.make_node("Relu", ["a"], ["r"]),
         helper.make_node("Reshape", ["r", "s"], ["y"]),
@@ -55,7 +55,8 @@ def test_before_and_after_fusion(pics):
     (kernel,) = after.groups
     assert kernel.kind == "matmul"
     assert [after.node(n).label for n in kernel.nodes] == ["matmul", "add", "relu"]
-    assert after.node(kernel.nodes[0]).weight_bytes == 8 * 4 * 4
+    matmul = after.node(kernel.nodes[0])
+    assert matmul.weight_bytes == 8 * 4 * 4 and matmul.onnx == ["mm"]
     inner = [e for e in after.edges if e.inner]
     assert [e.type for e in inner] == ["2x4xf32", "2x4xf32"]
     into = next(e for e in after.edges if e.src == after.nodes[0].id)
@@ -89,6 +90,8 @@ def test_svg_html_json_dot(pics, tmp_path):
     assert relu["namespace"] == "k1" and relu["style"]["backgroundColor"]
     assert relu["incomingEdges"][0]["sourceNodeOutputId"] == "0"
     assert relu["outputsMetadata"][0]["attrs"][0]["value"] == "2x4xf32"
+    matmul = next(n for n in graphs[1]["nodes"] if n["label"] == "matmul")
+    assert {"key": "onnx_nodes", "value": "mm"} in matmul["attrs"]
     dot = (tmp_path / "g.dot").read_text()
     assert dot.count("digraph") == 2 and "subgraph cluster_k1" in dot
 
