@@ -20,7 +20,9 @@ from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
 from xdsl.passes import PassPipeline
 
 from smelt.compiler import pipelines
-from smelt.compiler.instrument import DumpOptions, Instrumentation
+from smelt.compiler.instrument import DumpOptions, Instrumentation, pass_specs
+from smelt.compiler.progress import SILENT, Progress
+from smelt.compiler.report import summary
 from smelt.dialects import dtypes
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
@@ -207,6 +209,7 @@ def compile(
     opt_level: int = 3,
     fast_math: bool = False,
     cache: bool | str | os.PathLike | None = None,
+    progress: Progress | None = None,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
@@ -229,7 +232,8 @@ def compile(
     for ~/.cache/smelt, or a folder) keeps the build as an artifact keyed by the
     model's bytes, these options, the CPU and smelt's version and source, and
     loads it instead of compiling next time (a damaged or stale entry is
-    rebuilt)."""
+    rebuilt); `progress` is told each stage and pass as it starts (the CLI's
+    status line: `smelt.compiler.progress`)."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -253,9 +257,9 @@ def compile(
         )
         return compile_cached(
             model, options, cache, base_dir,
-            lambda: _compile(model, options, base_dir, dump), lookup=quiet,
+            lambda: _compile(model, options, base_dir, dump, progress), lookup=quiet,
         )  # fmt: skip
-    return _compile(model, options, base_dir, dump)
+    return _compile(model, options, base_dir, dump, progress)
 
 
 _GC_LOCK = threading.Lock()
@@ -293,6 +297,7 @@ def _compile(
     options: CompileOptions,
     base_dir: str | os.PathLike | None,
     dump: DumpOptions | None,
+    progress: Progress | None = None,
 ) -> CompiledModel:
     with _fewer_collections():
         return _compile_now(model, options, base_dir, dump)
@@ -312,8 +317,10 @@ def _compile_now(
         )
     if profile and target != "cpu":
         raise SmeltError("profile=True times kernels on the cpu target only")
+    progress = progress if progress is not None else SILENT
     times = {}
     t0 = time.perf_counter()
+    progress.stage("import")
     with internal_errors("the ONNX import"):
         module = import_graph(
             model, options.input_shapes, base_dir, options.constants,
@@ -332,8 +339,11 @@ def _compile_now(
     instrument = Instrumentation(dump, source=source)
     instrument.stages["import"] = times["import"]
     t0 = time.perf_counter()
-    lower(module, spec, instrument=instrument, source="import", finish=False)
+    progress.stage("passes", len(pass_specs(spec)))
+    lower(module, spec, progress.callback, instrument, source="import", finish=False)
     times["passes"] = time.perf_counter() - t0
+    stats = summary(module)
+    progress.stage("codegen")
     t0 = time.perf_counter()
     with internal_errors(f"code generation for the {target} target"):
         if target == "gpu":
@@ -350,7 +360,11 @@ def _compile_now(
     times["codegen"] = time.perf_counter() - t0
     instrument.stages["codegen"] = times["codegen"]
     instrument.finish()
-    info = {"pipeline": spec, "target": target, "seconds": times, "options": options}
+    stats["arena_bytes"] = program.arena_bytes  # what the runtime allocates
+    info = {
+        "pipeline": spec, "target": target, "seconds": times, "options": options,
+        "stats": stats,
+    }  # fmt: skip
     if target == "cpu":
         info["cpu"] = str(program.spec)
     return CompiledModel(program, inputs, outputs, info)
