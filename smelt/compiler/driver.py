@@ -300,7 +300,7 @@ def _compile(
     progress: Progress | None = None,
 ) -> CompiledModel:
     with _fewer_collections():
-        return _compile_now(model, options, base_dir, dump)
+        return _compile_now(model, options, base_dir, dump, progress)
 
 
 def _compile_now(
@@ -308,6 +308,7 @@ def _compile_now(
     options: CompileOptions,
     base_dir: str | os.PathLike | None,
     dump: DumpOptions | None,
+    progress: Progress | None,
 ) -> CompiledModel:
     target, profile = options.target, options.profile
     spec = options.resolved_pipeline()
