@@ -301,7 +301,7 @@ def fuse_kernel(kernel: func.FuncOp) -> int:
     they share (where the tile remainders stand side by side)."""
     fused = 0
     for block in [kernel.body.block] + [
-        o.body.block for o in kernel.walk() if isinstance(o, loop.ForOp)
+        o.body.block for o in loop_nest.loops_under(kernel)
     ]:
         if (
             block.parent is not None

@@ -118,7 +118,7 @@ class LoopInterchangePass(ModulePass):
 def apply_order(root: Operation, roles: list[str]) -> None:
     """Reorders every band under `root` whose loops carry roles of `roles`."""
     done: set[int] = set()
-    for top in [o for o in root.walk() if isinstance(o, loop.ForOp)]:
+    for top in loop_nest.loops_under(root):
         if id(top) in done or role(top) not in roles:
             continue
         if any(id(p) in done for p in loop_nest.ancestors(top)):

@@ -242,7 +242,7 @@ def pack_kernel(
     buffer = args[operand]
     packed = 0
     for at in [
-        o for o in kernel.walk() if isinstance(o, loop.ForOp) and role(o) in roles
+        o for o in loop_nest.loops_under(kernel) if role(o) in roles
     ]:
         if any(role(p) in roles for p in loop_nest.ancestors(at)):
             continue  # an enclosing loop packs it

@@ -36,6 +36,7 @@ from smelt.lowering.llvm.types import (
     value_type,
 )
 from smelt.passes.loop_analysis import ELEMENTWISE_ATTR
+from smelt.passes.loop_nest import loops_under
 from smelt.passes.loop_parallelize import THREADS_ATTR
 
 OpEmitter = Callable[["KernelEmitter", Operation], None]
@@ -122,7 +123,7 @@ def declare_function(
 def uses_threads(kernel: func.FuncOp) -> bool:
     """Whether `kernel` has a loop marked to run on threads (`loop.threads`)."""
     return any(
-        isinstance(op, ForOp) and THREADS_ATTR in op.attributes for op in kernel.walk()
+        THREADS_ATTR in op.attributes for op in loops_under(kernel)
     )
 
 
