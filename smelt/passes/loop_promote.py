@@ -137,37 +137,29 @@ def cells(op: loop.ForOp) -> list[Cell]:
         cell.accesses.append(inner)
     if not found:
         return []
-    ranges: dict[int, tuple | None] = {}
-
-    def range_of(access: Operation):
-        if id(access) not in ranges:
-            ranges[id(access)] = byte_range(access, memo)
-        return ranges[id(access)]
-
     roots = {_root(c.buffer) for c in found.values()}
-    everything = [
-        o for o in op.walk() if isinstance(o, MEMORY_OPS) and _root(_buffer(o)) in roots
-    ]
+    # every access to those buffers under the loop, by buffer: (id, byte range)
+    by_root: dict[SSAValue, list[tuple[int, tuple | None]]] = {r: [] for r in roots}
+    for o in op.walk():
+        if isinstance(o, MEMORY_OPS):
+            accesses = by_root.get(_root(_buffer(o)))
+            if accesses is not None:
+                accesses.append((id(o), byte_range(o, memo)))
+    ranges = {i: rng for accesses in by_root.values() for i, rng in accesses}
     good = []
     for cell in found.values():
-        mine = set(map(id, cell.accesses))
-        rng = range_of(cell.accesses[0])
+        rng = ranges[id(cell.accesses[0])]
         if rng is None or not any(_is_store(a) for a in cell.accesses):
             continue
-        ok = True
-        for other in everything:
-            if id(other) in mine or _root(_buffer(other)) is not _root(cell.buffer):
-                continue
-            if not _is_store(other) and not any(_is_store(a) for a in cell.accesses):
-                continue
-            theirs = range_of(other)
-            if theirs is None or theirs[0] != rng[0]:
-                ok = False
-                break
-            if theirs[1] < rng[2] and rng[1] < theirs[2]:
-                ok = False
-                break
-        if ok:
+        # the cell is stored to: no other access to its buffer may touch its bytes
+        mine = set(map(id, cell.accesses))
+        if all(
+            theirs is not None
+            and theirs[0] == rng[0]
+            and not (theirs[1] < rng[2] and rng[1] < theirs[2])
+            for i, theirs in by_root[_root(cell.buffer)]
+            if i not in mine
+        ):
             good.append(cell)
     return good
 
