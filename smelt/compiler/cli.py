@@ -123,10 +123,17 @@ def dynamic_inputs(path: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _graph_inputs(path: str) -> list:
+def _graph_inputs(source: str | bytes) -> list:
+    return list(onnx_load(source, external_data=False).graph.input)
+
+
+def onnx_load(source: str | bytes, external_data: bool = True):
+    """The ModelProto of a path or of serialized bytes."""
     import onnx
 
-    return list(onnx.load(path, load_external_data=False).graph.input)
+    if isinstance(source, bytes):
+        return onnx.load_model_from_string(source)
+    return onnx.load(source, load_external_data=external_data)
 
 
 def non_negative(text: str) -> int:
@@ -213,10 +220,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from smelt.compiler.progress import shown
     from smelt.compiler.report import format_summary
 
+    source = path
+    if args.random_weights is not None:  # the same seeded weights for onnxruntime
+        from smelt.frontend.random_weights import random_weights
+
+        proto = random_weights(onnx_load(path), args.random_weights)
+        source = proto.SerializeToString()
     t0 = time.perf_counter()
     with shown(os.path.basename(path), progress_quiet(args)) as progress:
         model = smelt.compile(
-            path, args.target, input_shapes=shapes, level=args.level,
+            source, args.target, input_shapes=shapes, level=args.level,
+            base_dir=os.path.dirname(os.path.abspath(path)),
             constants=constants,
             threads=args.threads, profile=args.profile, cpu=args.cpu,
             check_model=not args.no_check_model,
@@ -248,7 +262,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_profile(model, feeds, args.profile)
     if args.check:
         return check_against_onnxruntime(
-            path, feeds, outputs, args.tolerance, constants
+            source, feeds, outputs, args.tolerance, constants
         )
     return 0
 
@@ -429,6 +443,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "constant weights use vdpbf16ps where the CPU has avx512bf16)")
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
+    run.add_argument("--random-weights", type=int, metavar="SEED",
+                     help="replace the float weights by seeded random ones (He "
+                     "init; the light_* models ship constant fills, whose outputs "
+                     "say little), and add the logits as an output")
     run.add_argument("--tolerance", type=float, default=1e-4)
     run.add_argument("--no-check-model", action="store_true",
                      help="skip onnx's full checker (it refuses a few valid models)")

@@ -155,3 +155,22 @@ def test_input_files_and_output_paths_fail_cleanly(tmp_path):
                     "--profile", "-5")  # fmt: skip
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "--profile: must be 0 or more" in bad.stderr
+
+
+def test_random_weights_make_the_check_able_to_fail():
+    """The README's first command: light_squeezenet's shipped weights are constant
+    fills (its probabilities come out nearly uniform); --random-weights gives it
+    seeded weights, the same ones to onnxruntime, so --check compares outputs
+    that carry information (and the logits join the outputs)."""
+    ok = smelt_cli("run", "light_squeezenet", "--random-weights", "3", "--check")
+    assert ok.returncode == 0 and "check PASSED" in ok.stdout, ok.stderr
+    lines = [ln for ln in ok.stdout.splitlines() if "max relative error" in ln]
+    assert len(lines) == 2, ok.stdout  # the probabilities and the logits
+    from smelt.compiler.cli import resolve_model
+    from smelt.frontend.random_weights import random_weights
+
+    model = onnx.load(resolve_model("light_squeezenet"))
+    a, b = random_weights(model, 3), random_weights(model, 4)
+    wa = {t.name: t.raw_data for t in a.graph.initializer}
+    wb = {t.name: t.raw_data for t in b.graph.initializer}
+    assert wa.keys() == wb.keys() and any(wa[k] != wb[k] for k in wa)  # seeded
