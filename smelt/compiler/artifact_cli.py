@@ -119,7 +119,7 @@ def artifact_run_args(argv: Sequence[str] | None) -> argparse.Namespace | None:
 
 def cmd_run_artifact(args: argparse.Namespace) -> int:
     import smelt
-    from smelt.compiler.cli import load_inputs, random_inputs
+    from smelt.compiler.cli import load_inputs, random_inputs, run_and_show
 
     t0 = time.perf_counter()
     model = smelt.load(args.artifact)
@@ -127,20 +127,5 @@ def cmd_run_artifact(args: argparse.Namespace) -> int:
           f"{time.perf_counter() - t0:.3f} s  [pipeline: {model.info['pipeline']}]")
     print(f"  cpu {model.info['cpu']}")
     feeds = load_inputs(args.inputs) if args.inputs else random_inputs(model)
-    t0 = time.perf_counter()
-    outputs = model.run(feeds)
-    print(f"ran in {(time.perf_counter() - t0) * 1e3:.1f} ms")
-    for name, value in outputs.items():
-        flat = value.reshape(-1)
-        head = np.array2string(flat[:5], precision=5, separator=", ")
-        more = " …" if flat.size > 5 else ""
-        print(f"  {name}: {value.dtype}{list(value.shape)} {head}{more}")
-    if args.output:
-        try:
-            np.savez(args.output, **outputs)
-        except OSError as e:
-            raise SmeltError(
-                f"cannot write the outputs to '{args.output}': {e}"
-            ) from None
-        print(f"wrote {args.output}")
+    run_and_show(model, feeds, args.output)
     return 0

@@ -245,19 +245,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  cpu {model.info['cpu']}")
     feeds = feeds if feeds is not None else random_inputs(model)
     feeds = {k: v for k, v in feeds.items() if k not in constants}
-    t0 = time.perf_counter()
-    outputs = model.run(feeds)
-    print(f"ran in {(time.perf_counter() - t0) * 1e3:.1f} ms")
-    for name, value in outputs.items():
-        flat = value.reshape(-1)
-        head = np.array2string(flat[:5], precision=5, separator=", ")
-        print(f"  {name}: {value.dtype}{list(value.shape)} {head}{' …' if flat.size > 5 else ''}")
-    if args.output:
-        try:
-            np.savez(args.output, **outputs)
-        except OSError as e:
-            raise SmeltError(f"cannot write the outputs to '{args.output}': {e}") from None
-        print(f"wrote {args.output}")
+    outputs = run_and_show(model, feeds, args.output)
     if args.profile:
         print_profile(model, feeds, args.profile)
     if args.check:
@@ -265,6 +253,26 @@ def cmd_run(args: argparse.Namespace) -> int:
             source, feeds, outputs, args.tolerance, constants
         )
     return 0
+
+
+def run_and_show(model, feeds: dict, output: str | None) -> dict:
+    """Runs `model` once, prints the time and the head of each output, and writes
+    them to the .npz `output` when given; returns them."""
+    t0 = time.perf_counter()
+    outputs = model.run(feeds)
+    print(f"ran in {(time.perf_counter() - t0) * 1e3:.1f} ms")
+    for name, value in outputs.items():
+        flat = value.reshape(-1)
+        head = np.array2string(flat[:5], precision=5, separator=", ")
+        more = " …" if flat.size > 5 else ""
+        print(f"  {name}: {value.dtype}{list(value.shape)} {head}{more}")
+    if output:
+        try:
+            np.savez(output, **outputs)
+        except OSError as e:
+            raise SmeltError(f"cannot write the outputs to '{output}': {e}") from None
+        print(f"wrote {output}")
+    return outputs
 
 
 def print_profile(model, feeds, runs: int, top: int = 25) -> None:
