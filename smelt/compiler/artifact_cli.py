@@ -9,9 +9,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-import numpy as np
 
-from smelt.errors import SmeltError
 
 
 def add_compile_parser(sub) -> None:
