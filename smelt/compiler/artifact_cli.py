@@ -10,8 +10,6 @@ import time
 from collections.abc import Sequence
 
 
-
-
 def add_compile_parser(sub) -> None:
     """The `smelt compile` subcommand (the flags of `smelt run` that decide a build)."""
     from smelt.compiler.cli import (
