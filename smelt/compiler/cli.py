@@ -164,6 +164,10 @@ def add_dump_arguments(
         group.add_argument("--print-debuginfo", action="store_true",
                            help="dumps print each op's location: the ONNX nodes "
                            "it came from")
+        group.add_argument("--dump-stage", action="append", default=[],
+                           metavar="STAGE", help="print what a driver stage made: "
+                           "import, graph, loop (MLIR), target (LLVM IR / Triton "
+                           "source), runtime (inputs, outputs, arena)")
     group.add_argument("--time-passes-json", metavar="FILE",
                        help="write every pass's time (and statistics) as JSON")
     group.add_argument("--pass-statistics", action="store_true",
@@ -190,6 +194,7 @@ def dump_options(args: argparse.Namespace):
         statistics=args.pass_statistics,
         print_constants=args.print_constants,
         print_debuginfo=args.print_debuginfo,
+        print_stages=names(getattr(args, "dump_stage", [])),
         reproducer_path=args.reproducer,
     )
 
