@@ -49,6 +49,8 @@ def add_compile_parser(sub) -> None:
     c.add_argument("--cache", nargs="?", const=True, default=None, metavar="DIR",
                    help="take the build from the compile cache, or put it there "
                    "(default DIR ~/.cache/smelt)")
+    c.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line while compiling (none without a terminal)")
     add_dump_arguments(c)
     c.set_defaults(func=cmd_compile)
 
@@ -59,24 +61,31 @@ def cmd_compile(args: argparse.Namespace) -> int:
         dump_options,
         parse_constants,
         parse_shapes,
+        progress_quiet,
         resolve_model,
     )
+    from smelt.compiler.progress import shown
+    from smelt.compiler.report import format_summary
 
     path = resolve_model(args.model)
     t0 = time.perf_counter()
-    model = smelt.compile(
-        path, "cpu", input_shapes=parse_shapes(args.input_shape), level=args.level,
-        constants=parse_constants(args.constant), threads=args.threads, cpu=args.cpu,
-        check_model=not args.no_check_model, precision=args.precision,
-        opt_level=args.opt_level, fast_math=args.fast_math, cache=args.cache,
-        dump=dump_options(args),
-        **({"pipeline": args.pipeline} if args.pipeline else {}),
-    )  # fmt: skip
+    with shown(os.path.basename(path), progress_quiet(args)) as progress:
+        model = smelt.compile(
+            path, "cpu", input_shapes=parse_shapes(args.input_shape),
+            level=args.level, constants=parse_constants(args.constant),
+            threads=args.threads, cpu=args.cpu,
+            check_model=not args.no_check_model, precision=args.precision,
+            opt_level=args.opt_level, fast_math=args.fast_math, cache=args.cache,
+            dump=dump_options(args), progress=progress,
+            **({"pipeline": args.pipeline} if args.pipeline else {}),
+        )  # fmt: skip
     seconds = time.perf_counter() - t0
     written = model.save(args.output)
     cached = f" (cache {model.info['cache']})" if "cache" in model.info else ""
     print(f"compiled {os.path.basename(path)} in {seconds:.2f} s{cached} → "
           f"{written} ({os.path.getsize(written) / 2**20:.1f} MiB)")
+    if model.info.get("stats"):
+        print(f"  {format_summary(model.info['stats'])}")
     print(f"  cpu {model.info['cpu']}")
     print(f"  pipeline: {model.info['pipeline']}")
     return 0

@@ -199,6 +199,14 @@ def dump_options(args: argparse.Namespace):
     )
 
 
+def progress_quiet(args: argparse.Namespace) -> bool:
+    """No progress line: -q, or IR dumps (they share stderr)."""
+    return bool(
+        args.quiet or args.print_ir_after_all or args.print_ir_after_change
+        or args.print_ir_before or args.print_ir_after
+    )  # fmt: skip
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import smelt
 
@@ -207,17 +215,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     shapes = {k: feeds[k].shape for k in dynamic_inputs(path) if k in (feeds or {})}
     shapes.update(parse_shapes(args.input_shape))
     constants = parse_constants(args.constant)
+    from smelt.compiler.progress import shown
+    from smelt.compiler.report import format_summary
+
     t0 = time.perf_counter()
-    model = smelt.compile(
-        path, args.target, input_shapes=shapes, level=args.level,
-        constants=constants,
-        threads=args.threads, profile=args.profile, cpu=args.cpu,
-        check_model=not args.no_check_model,
-        precision=args.precision, dump=dump_options(args),
-        **({"pipeline": args.pipeline} if args.pipeline else {}),
-    )
+    with shown(os.path.basename(path), progress_quiet(args)) as progress:
+        model = smelt.compile(
+            path, args.target, input_shapes=shapes, level=args.level,
+            constants=constants,
+            threads=args.threads, profile=args.profile, cpu=args.cpu,
+            check_model=not args.no_check_model,
+            precision=args.precision, dump=dump_options(args), progress=progress,
+            **({"pipeline": args.pipeline} if args.pipeline else {}),
+        )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
           f"{time.perf_counter() - t0:.2f} s  [pipeline: {model.info['pipeline']}]")
+    if model.info.get("stats"):
+        print(f"  {format_summary(model.info['stats'])}")
     if "cpu" in model.info:
         print(f"  cpu {model.info['cpu']}")
     feeds = feeds if feeds is not None else random_inputs(model)
@@ -425,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip onnx's full checker (it refuses a few valid models)")
     run.add_argument("--profile", type=non_negative, default=0, metavar="RUNS",
                      help="time every kernel over RUNS more runs (cpu)")
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="no progress line while compiling (none without a terminal)")
     add_dump_arguments(run)
     run.set_defaults(func=cmd_run)
     tgt = sub.add_parser("target", help="what smelt knows of a CPU (default: this one)")
@@ -460,6 +476,11 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.set_defaults(func=cmd_aot)
     add_quantize_parser(sub)
     add_compile_parser(sub)
+    from smelt.compiler.explore import add_explore_parser
+    from smelt.compiler.show import add_show_parser
+
+    add_explore_parser(sub)
+    add_show_parser(sub)
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true",
                              help="print the traceback of an internal error")

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import onnx
 from xdsl.dialects import func
@@ -20,6 +23,9 @@ from smelt.dialects import dtypes
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
 from smelt.universe import SMELT_UNIVERSE, make_context
+
+if TYPE_CHECKING:
+    from smelt.compiler.progress import Progress
 
 __all__ = [
     "CompileOptions", "ModelLike", "compile", "import_graph", "io_specs", "lower",
@@ -100,7 +106,8 @@ def run_passes(
             callback(previous, op, following)
 
     try:
-        PassPipeline(tuple(passes), track).apply(make_context(), module)
+        with _fewer_collections():
+            PassPipeline(tuple(passes), track).apply(make_context(), module)
     except (SmeltError, *passthrough):
         raise
     except Exception as e:  # noqa: BLE001 (re-raised as the failed pass's error)
@@ -168,6 +175,7 @@ def compile(
     opt_level: int = 3,
     fast_math: bool = False,
     cache: bool | str | os.PathLike | None = None,
+    progress: Progress | None = None,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
@@ -192,7 +200,8 @@ def compile(
     for ~/.cache/smelt, or a folder) keeps the build as an artifact keyed by the
     model's bytes, these options, the CPU and smelt's version and source, and
     loads it instead of compiling next time (a damaged or stale entry is
-    rebuilt)."""
+    rebuilt); `progress` is told each stage and pass as it starts (the CLI's
+    status line: `smelt.compiler.progress`)."""
     if cache:
         from smelt.compiler.cache import check_cacheable
 
@@ -221,9 +230,39 @@ def compile(
         )
         return compile_cached(
             model, options, cache, base_dir,
-            lambda: _compile(model, options, base_dir, dump), lookup=quiet,
+            lambda: _compile(model, options, base_dir, dump, progress), lookup=quiet,
         )  # fmt: skip
-    return _compile(model, options, base_dir, dump)
+    return _compile(model, options, base_dir, dump, progress)
+
+
+_GC_LOCK = threading.Lock()
+_GC_DEPTH = [0, (0, 0, 0)]  # compiles running now, the thresholds they replaced
+GC_YOUNG_THRESHOLD = 100_000
+"""Allocations between the young collections of Python's cyclic GC while a
+compile runs (Python's default: 700). A compile makes millions of IR objects
+that live until it ends; at the default each full collection walks all of them,
+and those collections took a quarter to a third of a compile's time."""
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Python's GC runs young collections every GC_YOUNG_THRESHOLD allocations
+    (and so older ones far less often) while any compile runs; restored after.
+    Garbage is still collected: erased ops that hold weights drop them at once
+    (see convert-graph-to-loop and loop-pack-constant)."""
+    with _GC_LOCK:
+        if _GC_DEPTH[0] == 0:
+            _GC_DEPTH[1] = gc.get_threshold()
+            _, older, oldest = _GC_DEPTH[1]
+            gc.set_threshold(max(GC_YOUNG_THRESHOLD, _GC_DEPTH[1][0]), older, oldest)
+        _GC_DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_DEPTH[0] -= 1
+            if _GC_DEPTH[0] == 0:
+                gc.set_threshold(*_GC_DEPTH[1])
 
 
 def _compile(
@@ -231,7 +270,9 @@ def _compile(
     options: CompileOptions,
     base_dir: str | os.PathLike | None,
     dump: DumpOptions | None,
+    progress: Progress | None = None,
 ) -> CompiledModel:
     from smelt.compiler.stages import Build, run_stages
 
-    return run_stages(Build(model, options, base_dir, dump))
+    with _fewer_collections():
+        return run_stages(Build(model, options, base_dir, dump, progress))

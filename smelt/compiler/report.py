@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop
@@ -102,6 +102,30 @@ def stats(module: ModuleOp) -> Stats:
     if any(isinstance(op, func.CallOp) for op in main.body.ops):
         return loop_stats(module, main)
     return graph_stats(main)
+
+
+PLAN_KEYS = ("arena_bytes", "arena_lower_bound", "naive_bytes")
+
+
+def summary(module: ModuleOp) -> dict[str, int]:
+    """`stats(module)` as a dict, with buffer-plan's numbers (PLAN_KEYS) where it
+    ran: what `CompiledModel.info["stats"]` and `smelt explore` record."""
+    out = asdict(stats(module))
+    main = _main(module)
+    for key in PLAN_KEYS if main is not None else ():
+        attr = main.attributes.get(f"smelt.{key}")
+        if isinstance(attr, IntegerAttr):
+            out[key] = attr.value.data
+    return out
+
+
+def format_summary(stats: dict[str, int] | None) -> str:
+    """A compile's `info["stats"]` as one line ("" without them)."""
+    if not stats:
+        return ""
+    arena = stats.get("arena_bytes")
+    text = f"{stats['kernels']} kernels"
+    return text + (f", arena {arena / 1e6:.2f} MB" if arena is not None else "")
 
 
 def report(

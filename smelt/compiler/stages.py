@@ -37,6 +37,8 @@ from smelt.compiler.driver import (
 from smelt.compiler.instrument import DumpOptions, Instrumentation, module_text
 from smelt.compiler.options import CompileOptions
 from smelt.compiler.pipelines import LOWER
+from smelt.compiler.progress import SILENT, Progress
+from smelt.compiler.report import summary
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
 
@@ -50,7 +52,7 @@ class Build:
     options: CompileOptions
     base_dir: str | os.PathLike | None = None
     dump: DumpOptions | None = None
-    callback: Callable | None = None  # called between passes, after the dumps
+    progress: Progress | None = None  # told each stage and pass as it starts
     spec: str = field(init=False)  # the resolved pipeline
     passes: tuple[ModulePass, ...] = field(init=False)
     graph_passes: int = field(init=False)  # passes[:graph_passes]: graph stage's
@@ -58,6 +60,7 @@ class Build:
     module: ModuleOp | None = None
     inputs: list[TensorSpec] = field(default_factory=list)
     outputs: list[TensorSpec] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)  # report.summary, arena
     program: Any = None
     compiled: CompiledModel | None = None
     seconds: dict[str, float] = field(default_factory=dict)
@@ -75,6 +78,8 @@ class Build:
                 return _import(self, check_model=False)
 
         self.instrument = Instrumentation(self.dump, source=source)
+        if self.progress is None:
+            self.progress = SILENT
 
 
 @dataclass(frozen=True)
@@ -104,12 +109,13 @@ def import_stage(build: Build) -> None:
 def graph_stage(build: Build) -> None:
     build.instrument.start(build.module, build.spec, build.passes, "import")
     passes = build.passes[: build.graph_passes]
-    run_passes(build.module, passes, build.instrument, build.callback)
+    run_passes(build.module, passes, build.instrument, build.progress.callback)
 
 
 def loop_stage(build: Build) -> None:
     passes = build.passes[build.graph_passes :]
-    run_passes(build.module, passes, build.instrument, build.callback)
+    run_passes(build.module, passes, build.instrument, build.progress.callback)
+    build.stats = summary(build.module)
 
 
 def target_stage(build: Build) -> None:
@@ -131,9 +137,10 @@ def target_stage(build: Build) -> None:
 
 def runtime_stage(build: Build) -> None:
     options = build.options
+    build.stats["arena_bytes"] = build.program.arena_bytes  # what the runtime takes
     info = {
         "pipeline": build.spec, "target": options.target, "seconds": build.seconds,
-        "options": options,
+        "options": options, "stats": build.stats,
     }  # fmt: skip
     if options.target == "cpu":
         info["cpu"] = str(build.program.spec)
@@ -184,6 +191,7 @@ def run_stages(build: Build, stages: tuple[Stage, ...] = STAGES) -> CompiledMode
             f"{', '.join(STAGE_NAMES)}"
         )
     for stage in stages:
+        build.progress.stage(stage.name, _steps(build, stage.name))
         t0 = time.perf_counter()
         stage.run(build)
         build.seconds[stage.name] = time.perf_counter() - t0
@@ -202,6 +210,13 @@ def run_stages(build: Build, stages: tuple[Stage, ...] = STAGES) -> CompiledMode
     if build.compiled is None:
         raise SmeltError("the stages ended before the runtime stage")
     return build.compiled
+
+
+def _steps(build: Build, stage: str) -> int:
+    """The passes a stage runs (0: it has no steps)."""
+    if stage == "graph":
+        return build.graph_passes
+    return len(build.passes) - build.graph_passes if stage == "loop" else 0
 
 
 def _show(build: Build, stage: Stage) -> None:

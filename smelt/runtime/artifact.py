@@ -82,6 +82,7 @@ def save(
         "cpu_text": str(program.spec),
         "pipeline": model.info.get("pipeline"),
         "options": options,
+        "stats": model.info.get("stats"),  # kernels, bytes, arena (smelt.report)
         "inputs": [_tensor_record(s) for s in model.inputs],
         "outputs": [_tensor_record(s) for s in model.outputs],
         "program": {
@@ -196,6 +197,7 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
         "target": "cpu",
         "cpu": str(spec),
         "options": manifest.get("options"),
+        "stats": manifest.get("stats"),
         "artifact": path,
         "manifest": manifest,
         "seconds": {"load": time.perf_counter() - t0},

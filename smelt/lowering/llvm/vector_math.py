@@ -8,11 +8,12 @@ versions are polynomials in IR, so a vector of lanes costs about as much as one.
   e^r = 1 + r + r²·q(r) (degree 4), times 2^n built from exponent bits in two
   halves, so results down to the subnormals are right; overflow gives inf, x below
   -104 gives 0, NaN passes through.
-* tanh(x): |x| < 0.625: x + x³·P(x²) (degree 5); else 1 - 2/(e^(2|x|) + 1);
-  the sign restored with copysign.
+* tanh(x): |x| < 0.625: x + x³·P(x²) (degree 5); else 1 - 2/(e^(2|x|) + 1)
+  with |x| clamped to 9.01 (tanh is 1 in f32 beyond), so e^ needs no range
+  checks; the sign restored with copysign, NaN passed through.
 * erf(x): |x| < 1: x·P(x²) (degree 6); else 1 - e^(-x²)·R(1/|x|) with R ≈
   erfc(x)·e^(x²) (degree 9 around 1/x = 0.625, |x| clamped to 4 where erf is 1
-  in f32).
+  in f32, so e^(-x²) needs no range checks either).
 
 Coefficients are near-minimax fits of the relative error (Lawson's iteratively
 reweighted least squares on Chebyshev nodes, in float64): relative fit errors
@@ -107,6 +108,11 @@ class _Math:
     def select_if(self, pred: str, a: ir.Value, bound: float, then, other):
         return self.b.select(self.b.fcmp_ordered(pred, a, self.c(bound)), then, other)
 
+    def clamp_above(self, a: ir.Value, bound: float) -> ir.Value:
+        """min(a, bound), NaN kept: one vminps (llvm.minnum would add a NaN fix)."""
+        below = self.b.fcmp_unordered("<", a, self.c(bound))
+        return self.b.select(below, a, self.c(bound))
+
     def pow2(self, n: ir.Value) -> ir.Value:
         """2^n for an i32 vector n in [-126, 127]."""
         biased = self.b.add(n, constant(self.ity, 127))
@@ -128,14 +134,42 @@ def _exp(m: _Math, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, x), x, scaled)
 
 
+def _exp_normal(m: _Math, x: ir.Value) -> ir.Value:
+    """e^x for x in [-87, 88] (no NaN): `_exp` without the clamps, the NaN test
+    and the second power of two, which that range does not need (2^n is a normal
+    f32 for n in [-126, 127]). tanh and erf call it on bounded arguments: half
+    the work of their slow branch, which they compute for every lane."""
+    b = m.b
+    # x/ln2 rounded to an integer n by adding ROUNDER (its ulp is 1), whose low
+    # mantissa bits then hold n + 127, the biased exponent of 2^n: no round or
+    # float-to-int conversion (whose result for NaN would be poison)
+    k = m.fma(x, m.c(1 / math.log(2)), m.c(ROUNDER))
+    n = b.fsub(k, m.c(ROUNDER))
+    r = m.fma(n, m.c(-LN2_HI), x)
+    r = m.fma(n, m.c(-LN2_LO), r)
+    p = b.fadd(m.fma(b.fmul(r, r), m.horner(r, EXP_Q), r), m.c(1.0))
+    scale = b.bitcast(b.shl(b.bitcast(k, m.ity), constant(m.ity, 23)), m.ty)
+    return b.fmul(p, scale)
+
+
+ROUNDER = 1.5 * 2**23 + 127
+"""Adding it to |y| < 2^22 rounds y to an integer n (to nearest even) and leaves
+n + 127 in the low 9 mantissa bits (1.5·2^23's are zero)."""
+
+
+TANH_ONE = 9.01
+"""tanh(x) rounds to 1 in f32 from about x = 9.01 on: |x| is clamped there."""
+
+
 def _tanh(m: _Math, x: ir.Value) -> ir.Value:
     b = m.b
     a = m.call("llvm.fabs", x)
     s = b.fmul(a, a)
     small = m.fma(b.fmul(a, s), m.horner(s, TANH_P), a)
-    e = _exp(m, b.fadd(a, a))
+    ac = m.clamp_above(a, TANH_ONE)
+    e = _exp_normal(m, b.fadd(ac, ac))
     big = b.fsub(m.c(1.0), b.fdiv(m.c(2.0), b.fadd(e, m.c(1.0))))
-    return m.call("llvm.copysign", m.select_if("<", a, 0.625, small, big), x)
+    return _signed(m, m.select_if("<", a, 0.625, small, big), x)
 
 
 def _erf(m: _Math, x: ir.Value) -> ir.Value:
@@ -143,7 +177,14 @@ def _erf(m: _Math, x: ir.Value) -> ir.Value:
     a = m.call("llvm.fabs", x)
     s = b.fmul(a, a)
     small = b.fmul(a, m.horner(s, ERF_P))
-    u = b.fdiv(m.c(1.0), m.call("llvm.minnum", a, m.c(4.0)))
+    ac = m.clamp_above(a, 4.0)
+    u = b.fdiv(m.c(1.0), ac)
     tail = m.horner(b.fsub(u, m.c(ERFC_R_CENTER)), ERFC_R)
-    big = b.fsub(m.c(1.0), b.fmul(_exp(m, b.fneg(s)), tail))
-    return m.call("llvm.copysign", m.select_if("<", a, 1.0, small, big), x)
+    big = b.fsub(m.c(1.0), b.fmul(_exp_normal(m, b.fneg(b.fmul(ac, ac))), tail))
+    return _signed(m, m.select_if("<", a, 1.0, small, big), x)
+
+
+def _signed(m: _Math, magnitude: ir.Value, x: ir.Value) -> ir.Value:
+    """`magnitude` with the sign of x (a NaN stays NaN through both branches:
+    the clamps keep it, and so does 2^n made from its bits)."""
+    return m.call("llvm.copysign", magnitude, x)

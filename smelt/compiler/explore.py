@@ -1,0 +1,299 @@
+"""`smelt explore`: search pass orders, subsets and pass options on one model.
+
+    P=graph-fold-batchnorm,graph-convert-layout{layout=nhwc},graph-simplify,graph-fuse
+    smelt explore light_resnet50 --passes $P --orders 6
+    smelt explore model.onnx --passes loop-schedule,loop-vectorize \\
+        --option loop-schedule.mr=4,6 --executor ray
+
+Each candidate (explore_space) is compiled, checked against the reference
+executor and timed by an executor (explore_exec: local processes or Ray). Written
+to the output folder: `candidates.jsonl` (one replayable record per candidate:
+model hash, full pipeline string, options, metrics), `table.txt` and
+`tradeoffs.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from smelt.errors import SmeltError
+
+if TYPE_CHECKING:  # imported when used: `smelt --help` / `smelt run` stay light
+    from smelt.compiler.explore_eval import Job
+    from smelt.compiler.explore_exec import Executor
+    from smelt.compiler.explore_space import Candidate
+
+
+def base_pipeline(base: str, target: str, cpu: str) -> str:
+    """`base`: a preset level (O0…O3) or a pipeline string, for `target`."""
+    from smelt.compiler import pipelines
+
+    if base in pipelines.PRESETS.get(target, {}):
+        return pipelines.preset(target, base, 1, cpu)
+    return pipelines.with_cpu(base, cpu) if target == "cpu" else base
+
+
+def make_job(
+    path: str,
+    target: str = "cpu",
+    *,
+    input_shapes: dict | None = None,
+    constants: dict | None = None,
+    check_model: bool = True,
+    tolerance: float = 1e-4,
+    repeat: int = 10,
+    seed: int = 0,
+) -> Job:
+    """The shared part of a search on the model at `path`: its bytes and hash,
+    seeded random inputs and the reference executor's outputs for them."""
+    from smelt.compiler.cli import random_inputs
+    from smelt.compiler.driver import import_graph, io_specs
+    from smelt.compiler.explore_eval import Job
+    from smelt.runtime.reference import run_graph
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SmeltError(f"cannot read the model '{path}': {e}") from None
+    base_dir = os.path.dirname(os.path.abspath(path))
+    shapes = {k: tuple(v) for k, v in (input_shapes or {}).items()}
+    constants = dict(constants or {})
+    module = import_graph(data, shapes, base_dir, constants, check_model)
+    feeds = random_inputs(SimpleNamespace(inputs=io_specs(module)[0]), seed)
+    expected = run_graph(module, feeds)
+    return Job(
+        data, os.path.basename(path), hashlib.sha256(data).hexdigest(), target,
+        base_dir, shapes, constants, check_model, feeds, expected, tolerance, repeat,
+    )  # fmt: skip
+
+
+def explore(
+    job: Job,
+    cands: Sequence[Candidate],
+    executor: Executor,
+    *,
+    quiet: bool = False,
+    header: dict[str, Any] | None = None,
+) -> list[dict]:
+    """Runs every candidate on `executor` with a progress bar (on a terminal,
+    unless `quiet`); the records, by candidate number, each with `header`'s
+    fields and a `replay` command (of header["model_path"])."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # no bar (pip install 'smelt[explore]')
+        quiet, tqdm = True, None
+    records = []
+    bar = tqdm(
+        total=len(cands), desc="explore", unit="candidate", file=sys.stderr,
+        disable=True if quiet else None, dynamic_ncols=True,
+    ) if tqdm else _NoBar()  # fmt: skip
+    with bar:
+        for result in executor.results(job, cands):
+            records.append({**(header or {}), **result})
+            done = [r for r in records if "latency_ms" in r["metrics"]]
+            best = min((r["metrics"]["latency_ms"] for r in done), default=None)
+            bar.set_postfix_str(
+                f"#{result['candidate']} {result['status']}"
+                + (f", best {best:.2f} ms" if best is not None else "")
+            )
+            bar.update()
+    model = (header or {}).get("model_path", job.name)
+    for r in records:
+        out = f"candidate-{r['candidate']}.smelt"
+        r["replay"] = f"smelt compile {model} -p '{r['pipeline']}' -o {out}"
+    return sorted(records, key=lambda r: r["candidate"])
+
+
+class _NoBar:
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def update(self) -> None:
+        pass
+
+
+COLUMNS = (
+    ("kernels", "kernels", "{:d}", 1),
+    ("latency_ms", "ms", "{:.3f}", 1),
+    ("arena_bytes", "arena MB", "{:.2f}", 1e-6),
+    ("bytes_written", "MB written", "{:.2f}", 1e-6),
+    ("compile_s", "compile s", "{:.2f}", 1),
+)
+
+
+def format_table(records: Sequence[dict], explored: Sequence[str]) -> str:
+    """The records as a table (one row per candidate), the numbering of the
+    explored passes, and the errors of the candidates that failed."""
+    head = f"{'#':>3} {'status':<13}" + "".join(f"{t:>11}" for _, t, _, _ in COLUMNS)
+    lines = [head + "  order / options"]
+    for r in records:
+        m = r["metrics"]
+        cells = "".join(
+            f"{fmt.format(m[key] * scale if scale != 1 else m[key]):>11}"
+            if m.get(key) is not None else f"{'-':>11}"
+            for key, _, fmt, scale in COLUMNS
+        )  # fmt: skip
+        order = " ".join(map(str, r["order"])) or "(none)"
+        opts = " ".join(f"{k.rsplit('.', 1)[1]}={v}" for k, v in r["options"].items())
+        lines.append(f"{r['candidate']:>3} {r['status']:<13}{cells}  {order}  {opts}")
+    lines.append("passes: " + "  ".join(f"{i}={p}" for i, p in enumerate(explored, 1)))
+    lines += _summary(records)
+    for r in records:
+        if r["error"]:
+            lines.append(f"  #{r['candidate']} {r['status']}: {r['error']}")
+    return "\n".join(lines)
+
+
+def _summary(records: Sequence[dict]) -> list[str]:
+    timed = [r for r in records if r["metrics"].get("latency_ms") is not None]
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    lines = [
+        f"{len(records)} candidates: "
+        + ", ".join(f"{n} {status}" for status, n in counts.items())
+    ]
+    if timed:
+        kernels = sorted({r["metrics"]["kernels"] for r in timed})
+        fast = min(timed, key=lambda r: r["metrics"]["latency_ms"])
+        slow = max(timed, key=lambda r: r["metrics"]["latency_ms"])
+        lines.append(
+            f"kernel counts seen: {', '.join(map(str, kernels))}; latency "
+            f"{fast['metrics']['latency_ms']:.3f} ms (#{fast['candidate']}) to "
+            f"{slow['metrics']['latency_ms']:.3f} ms (#{slow['candidate']})"
+        )
+    return lines
+
+
+def write_outputs(
+    records: Sequence[dict], table: str, folder: str, title: str
+) -> list[str]:
+    """candidates.jsonl, table.txt and (with matplotlib) tradeoffs.png in
+    `folder`; the paths written."""
+    from smelt.compiler.explore_plot import plot_tradeoffs
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+        paths = [os.path.join(folder, n) for n in ("candidates.jsonl", "table.txt")]
+        with open(paths[0], "w") as f:
+            for r in records:
+                f.write(json.dumps(r, sort_keys=True) + "\n")
+        with open(paths[1], "w") as f:
+            f.write(table + "\n")
+    except OSError as e:
+        raise SmeltError(f"cannot write the results to '{folder}': {e}") from None
+    png = os.path.join(folder, "tradeoffs.png")
+    if plot_tradeoffs(records, png, title):
+        paths.append(png)
+    return paths
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from smelt.compiler.cli import parse_constants, parse_shapes, resolve_model
+    from smelt.compiler.explore_exec import make_executor
+    from smelt.compiler.explore_space import (
+        candidates, explored_passes, parse_option_grid, pass_options, split_specs,
+    )  # fmt: skip
+
+    if args.list_options:
+        for spec in explored_passes(args.passes):
+            options = pass_options(spec.name)
+            text = ", ".join(f"{o}: {t} = {d}" for o, t, d in options) or "(none)"
+            print(f"{spec.name}: {text}")
+        return 0
+    path = resolve_model(args.model)
+    base = base_pipeline(args.base, args.target, args.cpu)
+    grid = parse_option_grid(args.option)
+    cands = candidates(
+        base, args.passes, args.orders, subsets=not args.no_subsets, grid=grid,
+        seed=args.seed,
+    )  # fmt: skip
+    job = make_job(
+        path, args.target, input_shapes=parse_shapes(args.input_shape),
+        constants=parse_constants(args.constant), tolerance=args.tolerance,
+        repeat=args.repeat, seed=args.seed,
+    )  # fmt: skip
+    explored = [str(p) for p in split_specs(args.passes)]
+    executor = make_executor(args.executor, args.workers, args.ray_address)
+    try:
+        print(f"{job.name} (sha256 {job.sha256[:12]}): {len(cands)} candidates, "
+              f"{executor.describe()}")
+        header = {"model": job.name, "model_path": args.model,
+                  "model_sha256": job.sha256,
+                  "target": args.target, "base": base, "explored": explored,
+                  "smelt_version": _version(), "seed": args.seed}
+        records = explore(job, cands, executor, quiet=args.quiet, header=header)
+    finally:
+        executor.close()
+    table = format_table(records, explored)
+    print(table)
+    folder = args.output or f"explore-{os.path.splitext(job.name)[0]}"
+    title = f"{job.name}: {len(records)} candidates"
+    print("wrote " + ", ".join(write_outputs(records, table, folder, title)))
+    return 0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("smelt")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def add_explore_parser(sub: Any) -> None:
+    from smelt.compiler.explore_eval import STATUSES
+
+    e = sub.add_parser(
+        "explore", help="search pass orders, subsets and options: metrics, table, plot",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    e.add_argument("model", help="an .onnx path or a light_* model name")
+    e.add_argument("--passes", required=True, metavar="P,P,…",
+                   help="the passes to order and leave out (graph or loop passes)")
+    e.add_argument("--orders", type=int, default=8, metavar="N",
+                   help="how many orders / subsets to try (default 8): the given "
+                   "order, each pass left out, then a seeded sample")
+    e.add_argument("--no-subsets", action="store_true",
+                   help="only reorder: every candidate runs every pass")
+    e.add_argument("--option", action="append", default=[],
+                   metavar="PASS.OPT=V1,V2", help="a grid of a pass option "
+                   "(repeatable; each order is tried with every combination)")
+    e.add_argument("--list-options", action="store_true",
+                   help="print the options of the --passes and stop")
+    e.add_argument("--base", default="O2", help="the pipeline around the explored "
+                   "passes: a preset level (default O2) or a pipeline string")
+    e.add_argument("--target", default="cpu", choices=["cpu", "gpu"])
+    e.add_argument("--cpu", default="host", help="the CPU to compile for (cpu)")
+    e.add_argument("--executor", default="local", choices=["local", "ray"],
+                   help="local worker processes (default) or Ray")
+    e.add_argument("--workers", type=int, help="timing workers (default: one per "
+                   "physical core but one, never two on one core)")
+    e.add_argument("--ray-address", metavar="ADDR",
+                   help="an existing Ray cluster (default: a local ray.init())")
+    e.add_argument("--repeat", type=int, default=10, help="timed runs per candidate")
+    e.add_argument("--tolerance", type=float, default=1e-4, help="max relative "
+                   "error against the reference executor")
+    e.add_argument("--seed", type=int, default=0, help="inputs and order sample")
+    e.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
+    e.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE")
+    e.add_argument("-o", "--output", metavar="DIR", help="results folder "
+                   "(default explore-MODEL)")
+    e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    e.epilog = "statuses: " + ", ".join(STATUSES)
+    e.set_defaults(func=cmd_explore)
