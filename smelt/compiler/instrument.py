@@ -128,7 +128,7 @@ class Instrumentation:
         self._source_factory = source
         self.stream = stream if stream is not None else sys.stderr
         self.records: list[PassRecord] = []
-        self.stages: dict[str, float] = {}  # import / codegen, from the driver
+        self.stages: dict[str, float] = {}  # import / target / runtime: driver
         self._passes: list[ModulePass] = []
         self._snapshot: ModuleOp | None = None
         self._source = "input"

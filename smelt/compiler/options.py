@@ -92,7 +92,8 @@ class CompileOptions:
     profile: bool = False  # time every kernel call (cpu target)
 
     def __post_init__(self) -> None:
-        shapes = tuple(sorted((str(k), _dims(k, v)) for k, v in _items(self.input_shapes)))
+        items = _items(self.input_shapes)
+        shapes = tuple(sorted((str(k), _dims(k, v)) for k, v in items))
         constants = tuple(sorted(
             ((str(k), v if isinstance(v, FrozenArray) else FrozenArray.of(v))
              for k, v in _items(self.constants)),

@@ -120,7 +120,9 @@ def preset(
     `precision` "bf16" / "f16" adds `quant-cast` after the clean-up.
     """
     if target not in PRESETS:
-        raise SmeltError(f"unknown target '{target}': choose one of {', '.join(PRESETS)}")
+        raise SmeltError(
+            f"unknown target '{target}': choose one of {', '.join(PRESETS)}"
+        )
     levels = PRESETS[target]
     if level not in levels:
         raise SmeltError(

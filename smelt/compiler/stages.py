@@ -1,5 +1,5 @@
-"""The driver's stages: import → graph → loop → target → runtime, each named, timed
-and dumpable (as Triton's backend is a list of named stages).
+"""The driver's stages: import → graph → loop → target → runtime, each named,
+timed and dumpable (as Triton's backend is a list of named stages).
 
     import   ONNX model → graph-level module (frontend)
     graph    the pipeline's passes before convert-graph-to-loop

@@ -27,8 +27,11 @@ from smelt.targets.cpu import Step
 def apply_step(
     module: ModuleOp, kernel: func.FuncOp, step: Step, max_pack_bytes: int
 ) -> None:
-    """The loop primitive of `step` on `kernel` (the mechanics of each pass)."""
+    """The loop primitive of `step` on `kernel` (the mechanics of each pass); a
+    step without what its primitive needs (tile sizes > 0) does nothing."""
     if step.kind == "tile":
+        if not step.sizes or min(step.sizes) <= 0:
+            return
         for target in loop_nest.loops_with_role(kernel, step.role):
             loop_tile.tile(target, step.sizes)
     elif step.kind == "interchange":
@@ -41,7 +44,7 @@ def apply_step(
         loop_pack_constant.pack_constant(module, kernel, step.operand)
     elif step.kind == "unroll":
         for target in reversed(loop_nest.loops_with_role(kernel, step.role)):
-            loop_unroll.unroll(target, step.sizes[0])
+            loop_unroll.unroll(target, step.sizes[0] if step.sizes else 0)
 
 
 def apply_planned(

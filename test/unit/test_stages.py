@@ -196,7 +196,8 @@ def test_dump_stage_prints_each_stage(capsys, tmp_path):
 def test_cli_dump_stage(tmp_path, capsys):
     path = tmp_path / "m.onnx"
     path.write_bytes(_model().SerializeToString())
-    assert cli.main(["run", str(path), "--cpu", "x86-64-v3", "--dump-stage", "loop"]) == 0
+    argv = ["run", str(path), "--cpu", "x86-64-v3", "--dump-stage", "loop"]
+    assert cli.main(argv) == 0
     assert "// -----// Stage loop //----- //" in capsys.readouterr().err
 
 
