@@ -173,6 +173,12 @@ SMELT_UNIVERSE = Universe(
         ),
         "loop-promote": _pass("smelt.passes.loop_promote", "LoopPromotePass"),
         "loop-schedule": _pass("smelt.passes.loop_schedule", "LoopSchedulePass"),
+        "loop-schedule-plan": _pass(
+            "smelt.passes.loop_schedule_plan", "LoopSchedulePlanPass"
+        ),
+        "loop-schedule-apply": _pass(
+            "smelt.passes.loop_schedule_apply", "LoopScheduleApplyPass"
+        ),
         "loop-dedup-kernels": _pass(
             "smelt.passes.loop_dedup_kernels", "LoopDedupKernelsPass"
         ),

@@ -47,11 +47,7 @@ def compile_cached(
     (always `build()`'s without `lookup`: a compile asked to dump its IR).
     `info["cache"]` says which: "hit", "miss" or "rebuilt: <why the entry was
     not used>"; `info["cache_path"]` is the entry."""
-    if options.target != "cpu":
-        raise SmeltError(
-            f"the compile cache keeps cpu builds; target '{options.target}' is "
-            "compiled every time (drop cache=)"
-        )
+    check_cacheable(options.target)
     key = cache_key(model, options, base_dir)
     path = cache_dir(where) / f"{key}{artifact.SUFFIX}"
     status = "miss"
@@ -69,6 +65,15 @@ def compile_cached(
     artifact.save(compiled, path, {"cache_key": key, "smelt_source": source_digest()})
     compiled.info.update(cache=status, cache_path=str(path))
     return compiled
+
+
+def check_cacheable(target: str) -> None:
+    """Refuses a target whose builds the cache does not keep."""
+    if target != "cpu":
+        raise SmeltError(
+            f"the compile cache keeps cpu builds; target '{target}' is "
+            "compiled every time (drop cache=)"
+        )
 
 
 def _stale(

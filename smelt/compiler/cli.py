@@ -171,6 +171,10 @@ def add_dump_arguments(
         group.add_argument("--print-debuginfo", action="store_true",
                            help="dumps print each op's location: the ONNX nodes "
                            "it came from")
+        group.add_argument("--dump-stage", action="append", default=[],
+                           metavar="STAGE", help="print what a driver stage made: "
+                           "import, graph, loop (MLIR), target (LLVM IR / Triton "
+                           "source), runtime (inputs, outputs, arena)")
     group.add_argument("--time-passes-json", metavar="FILE",
                        help="write every pass's time (and statistics) as JSON")
     group.add_argument("--pass-statistics", action="store_true",
@@ -197,6 +201,7 @@ def dump_options(args: argparse.Namespace):
         statistics=args.pass_statistics,
         print_constants=args.print_constants,
         print_debuginfo=args.print_debuginfo,
+        print_stages=names(getattr(args, "dump_stage", [])),
         reproducer_path=args.reproducer,
     )
 
@@ -429,7 +434,9 @@ CONSTANT_HELP = ("fix an input to a value (a number or V1,V2,…): its If condit
                  "and shapes fold at compile time")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand (with `command`, the one that will run: the
+    others may leave out arguments that are slow to define)."""
     parser = argparse.ArgumentParser(prog="smelt", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="compile a model, run it, print its outputs")
@@ -495,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--no-compile", action="store_true",
                        help="only write the source (with -o)")
     ahead.set_defaults(func=cmd_aot)
-    add_quantize_parser(sub)
+    add_quantize_parser(sub, command in (None, "quantize"))
     add_compile_parser(sub)
     from smelt.compiler.explore import add_explore_parser
     from smelt.compiler.show import add_show_parser
@@ -508,11 +515,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_quantize_parser(sub) -> None:
+def add_quantize_parser(sub, arguments: bool = True) -> None:
+    """The quantize subcommand; its `arguments` only when it may run (they import
+    onnx, a second of `smelt --help`)."""
+    q = sub.add_parser("quantize", help="post-training int8 quantization (QDQ model)")
+    q.set_defaults(func=cmd_quantize)
+    if not arguments:
+        return
     from smelt.quantize.calibration import METHODS
     from smelt.quantize.qdq import DEFAULT_OP_TYPES
 
-    q = sub.add_parser("quantize", help="post-training int8 quantization (QDQ model)")
     q.add_argument("model", help="an .onnx path or a light_* model name")
     q.add_argument("--calibration", required=True, metavar="DATA",
                    help=".npz of (N, *input_shape) arrays per input, or a folder "
@@ -532,12 +544,13 @@ def add_quantize_parser(sub) -> None:
     q.add_argument("--accuracy-budget", metavar="TARGET",
                    help="output SQNR in dB (30) or cos=0.999: the most sensitive "
                         "layers stay f32 until it holds")
-    q.set_defaults(func=cmd_quantize)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     # `smelt run FILE.smelt` parses its few flags alone: the full parser imports onnx
-    args = artifact_run_args(argv) or build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv else ""
+    args = artifact_run_args(argv) or build_parser(command).parse_args(argv)
     try:
         with internal_errors(f"smelt {args.command}"):
             return args.func(args)

@@ -1,85 +1,38 @@
-"""compile(model) → CompiledModel: import, run the pipeline, hand the result to a target."""
+"""compile(model) → CompiledModel: the API over the staged driver
+(smelt/compiler/stages.py), and the pass runner every tool shares."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import gc
-import hashlib
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import onnx
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
-from xdsl.passes import PassPipeline
+from xdsl.passes import ModulePass, PassPipeline
 
 from smelt.compiler import pipelines
-from smelt.compiler.instrument import DumpOptions, Instrumentation, pass_specs
-from smelt.compiler.progress import SILENT, Progress
-from smelt.compiler.report import summary
+from smelt.compiler.instrument import DumpOptions, Instrumentation
+from smelt.compiler.options import CompileOptions
 from smelt.dialects import dtypes
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
 from smelt.universe import SMELT_UNIVERSE, make_context
 
+if TYPE_CHECKING:
+    from smelt.compiler.progress import Progress
+
+__all__ = [
+    "CompileOptions", "ModelLike", "compile", "import_graph", "io_specs", "lower",
+    "main_func", "parse_pipeline", "run_passes",
+]  # fmt: skip
+
 ModelLike = str | os.PathLike | bytes | onnx.ModelProto | ModuleOp
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    """Everything that decides a compilation; the pipeline string holds the passes."""
-
-    target: str = "cpu"
-    pipeline: str | None = None  # None: the preset for `level`
-    level: str = pipelines.DEFAULT_LEVEL
-    threads: int = 1  # worker threads of the CPU presets (loop-parallelize)
-    cpu: str = "host"  # the CPU to compile for (cpu target): see CpuSpec.parse
-    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    # graph inputs fixed to values at import (their If conditions and shapes fold)
-    constants: dict[str, Any] = field(default_factory=dict)
-    check_model: bool = True  # onnx's full checker before import
-    precision: str = "f32"  # "bf16" / "f16": quant-cast joins the pipeline
-    opt_level: int = 3  # LLVM's optimization level (cpu target)
-    fast_math: bool = False  # LLVM's `reassoc nsz` on float ops (cpu target)
-    profile: bool = False  # time every kernel call (cpu target)
-
-    def record(self) -> dict[str, Any]:
-        """Every field as JSON-able data, and the pipeline they resolve to: what
-        keys the compile cache and what an artifact's manifest says it was built
-        with (constants: dtype, shape and values, or a sha256 when large)."""
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        fields["input_shapes"] = {
-            k: list(v) for k, v in sorted(self.input_shapes.items())
-        }
-        fields["constants"] = {
-            k: _array_record(v) for k, v in sorted(self.constants.items())
-        }
-        fields["resolved_pipeline"] = self.resolved_pipeline()
-        return fields
-
-    def resolved_pipeline(self) -> str:
-        if self.pipeline is not None:
-            spec = pipelines.with_precision(self.pipeline, self.precision)
-            if self.target != "cpu":
-                return spec
-            return pipelines.with_cpu(spec, self.cpu)
-        spec = pipelines.preset(self.target, self.level, self.threads, self.cpu)
-        return pipelines.with_precision(spec, self.precision)
-
-
-def _array_record(value: Any) -> dict[str, Any]:
-    array = np.asarray(value)
-    record = {"dtype": array.dtype.name, "shape": list(array.shape)}
-    if array.size <= 1024:
-        return record | {"values": array.tolist()}
-    data = np.ascontiguousarray(array).tobytes()
-    return record | {"sha256": hashlib.sha256(data).hexdigest()}
 
 
 def import_graph(
@@ -127,6 +80,23 @@ def lower(
     input in dump files; `finish=False` leaves the reports (`instrument.finish()`)
     to the caller, who may time more stages."""
     instrument = instrument if instrument is not None else Instrumentation()
+    passes = parse_pipeline(spec).passes
+    instrument.start(module, spec, passes, source)
+    run_passes(module, passes, instrument, callback, passthrough)
+    if finish:
+        instrument.finish()
+    return module
+
+
+def run_passes(
+    module: ModuleOp,
+    passes: Sequence[ModulePass],
+    instrument: Instrumentation,
+    callback: Callable | None = None,
+    passthrough: tuple[type[Exception], ...] = (),
+) -> None:
+    """Runs `passes`, the next ones of the pipeline that `instrument` started
+    (`Instrumentation.start`), on `module` in place (see `lower`)."""
     running = ["the pipeline"]
 
     def track(previous, op, following) -> None:
@@ -135,19 +105,14 @@ def lower(
         if callback is not None:
             callback(previous, op, following)
 
-    pipeline = parse_pipeline(spec, track)
-    instrument.start(module, spec, pipeline.passes, source)
     try:
         with _fewer_collections():
-            pipeline.apply(make_context(), module)
+            PassPipeline(tuple(passes), track).apply(make_context(), module)
     except (SmeltError, *passthrough):
         raise
     except Exception as e:  # noqa: BLE001 (re-raised as the failed pass's error)
         with internal_errors(running[0], lambda: _reproduce(instrument)):
             raise e
-    if finish:
-        instrument.finish()
-    return module
 
 
 def _reproduce(instrument: Instrumentation) -> str:
@@ -199,6 +164,7 @@ def compile(
     level: str = pipelines.DEFAULT_LEVEL,
     threads: int = 1,
     cpu: str = "host",
+    device: str | None = None,
     input_shapes: dict[str, Sequence[int]] | None = None,
     constants: dict[str, Any] | None = None,
     precision: str = "f32",
@@ -215,7 +181,9 @@ def compile(
     picks the preset's thread count (an explicit `pipeline` says it itself);
     `cpu` (cpu target) is the CPU to build for: "host", or an LLVM CPU name with
     feature edits ("x86-64-v3", "znver5,-avx512f"; code for a CPU this one does
-    not cover compiles but refuses to run); `precision` "bf16" or "f16" stores
+    not cover compiles but refuses to run); `device` (gpu target) is "cuda" or
+    "cpu" (Triton's interpreter; default: cuda when torch sees a GPU, cpu under
+    TRITON_INTERPRET=1, read here once); `precision` "bf16" or "f16" stores
     weights and activations in that type (quant-cast: f32 inputs, outputs and
     arithmetic; bf16 on a CPU with AVX512-BF16 also runs matmul / gemm with a
     constant weight as vdpbf16ps GEMMs, elsewhere contractions stay f32);
@@ -234,15 +202,20 @@ def compile(
     loads it instead of compiling next time (a damaged or stale entry is
     rebuilt); `progress` is told each stage and pass as it starts (the CLI's
     status line: `smelt.compiler.progress`)."""
+    if cache:
+        from smelt.compiler.cache import check_cacheable
+
+        check_cacheable(target)  # before the options choose a gpu device
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
         level=level,
         threads=threads,
         cpu=cpu,
+        device=device,
         precision=precision,
-        input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()},
-        constants=dict(constants or {}),
+        input_shapes=input_shapes or {},
+        constants=constants or {},
         check_model=check_model,
         opt_level=opt_level,
         fast_math=fast_math,
@@ -299,73 +272,7 @@ def _compile(
     dump: DumpOptions | None,
     progress: Progress | None = None,
 ) -> CompiledModel:
+    from smelt.compiler.stages import Build, run_stages
+
     with _fewer_collections():
-        return _compile_now(model, options, base_dir, dump, progress)
-
-
-def _compile_now(
-    model: ModelLike,
-    options: CompileOptions,
-    base_dir: str | os.PathLike | None,
-    dump: DumpOptions | None,
-    progress: Progress | None,
-) -> CompiledModel:
-    target, profile = options.target, options.profile
-    spec = options.resolved_pipeline()
-    if target not in pipelines.TARGETS:
-        raise SmeltError(
-            f"unknown target '{target}': choose one of {pipelines.TARGETS}"
-        )
-    if profile and target != "cpu":
-        raise SmeltError("profile=True times kernels on the cpu target only")
-    progress = progress if progress is not None else SILENT
-    times = {}
-    t0 = time.perf_counter()
-    progress.stage("import")
-    with internal_errors("the ONNX import"):
-        module = import_graph(
-            model, options.input_shapes, base_dir, options.constants,
-            options.check_model,
-        )
-        inputs, outputs = io_specs(module)
-    times["import"] = time.perf_counter() - t0
-    source = None
-    if not isinstance(model, ModuleOp):  # a crash re-imports rather than keep a copy
-
-        def source() -> ModuleOp:
-            return import_graph(
-                model, options.input_shapes, base_dir, options.constants, False
-            )
-
-    instrument = Instrumentation(dump, source=source)
-    instrument.stages["import"] = times["import"]
-    t0 = time.perf_counter()
-    progress.stage("passes", len(pass_specs(spec)))
-    lower(module, spec, progress.callback, instrument, source="import", finish=False)
-    times["passes"] = time.perf_counter() - t0
-    stats = summary(module)
-    progress.stage("codegen")
-    t0 = time.perf_counter()
-    with internal_errors(f"code generation for the {target} target"):
-        if target == "gpu":
-            from smelt.lowering.triton.runtime import compile_to_triton
-
-            program = compile_to_triton(module)
-        else:
-            from smelt.lowering.llvm.jit import compile_to_native
-
-            program = compile_to_native(
-                module, options.opt_level, options.fast_math, profile=profile,
-                consume=source is not None,
-            )
-    times["codegen"] = time.perf_counter() - t0
-    instrument.stages["codegen"] = times["codegen"]
-    instrument.finish()
-    stats["arena_bytes"] = program.arena_bytes  # what the runtime allocates
-    info = {
-        "pipeline": spec, "target": target, "seconds": times, "options": options,
-        "stats": stats,
-    }  # fmt: skip
-    if target == "cpu":
-        info["cpu"] = str(program.spec)
-    return CompiledModel(program, inputs, outputs, info)
+        return run_stages(Build(model, options, base_dir, dump, progress))

@@ -13,8 +13,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
@@ -23,6 +22,7 @@ from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 from xdsl.utils.arg_spec import parse_pipeline
 
+from smelt.dialects.graph_base import FullConstantsPrinter
 from smelt.errors import SmeltError
 
 
@@ -42,6 +42,8 @@ class DumpOptions:
     statistics: bool = False  # ops / kernels / bytes before and after each pass
     print_constants: bool = False  # dumps print large constants in full
     print_debuginfo: bool = False  # dumps print locations (the ONNX node names)
+    # driver stages whose result is printed (smelt.compiler.stages: --dump-stage)
+    print_stages: tuple[str, ...] = ()
     reproducer: bool = True  # on a crash, write the failing pass's input IR
     reproducer_path: str | None = None  # None: a fresh temporary file
 
@@ -80,23 +82,9 @@ def module_text(
     elided constant does not parse back); with `debuginfo`, every op's location
     (`loc("node")`: the ONNX nodes it came from)."""
     out = io.StringIO()
-    with _constants_in_full(full_constants):
-        Printer(stream=out, print_debuginfo=debuginfo).print_op(module)
+    cls = FullConstantsPrinter if full_constants else Printer
+    cls(stream=out, print_debuginfo=debuginfo).print_op(module)
     return out.getvalue() + "\n"
-
-
-@contextmanager
-def _constants_in_full(on: bool) -> Iterator[None]:
-    # The dialects' printers read this flag (smelt-opt --print-constants); it
-    # only changes how constants print, never what is built.
-    from smelt.dialects import graph
-
-    saved = graph.PRINT_LARGE_CONSTANTS[0]
-    graph.PRINT_LARGE_CONSTANTS[0] = saved or on
-    try:
-        yield
-    finally:
-        graph.PRINT_LARGE_CONSTANTS[0] = saved
 
 
 def _fingerprint(module: ModuleOp) -> tuple[str, tuple[Any, ...]]:
@@ -140,7 +128,7 @@ class Instrumentation:
         self._source_factory = source
         self.stream = stream if stream is not None else sys.stderr
         self.records: list[PassRecord] = []
-        self.stages: dict[str, float] = {}  # import / codegen, from the driver
+        self.stages: dict[str, float] = {}  # import / target / runtime: driver
         self._passes: list[ModulePass] = []
         self._snapshot: ModuleOp | None = None
         self._source = "input"

@@ -3,13 +3,16 @@
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import IO
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-
+from xdsl.targets.mlir import MLIRTarget
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from smelt.dialects.graph_base import FullConstantsPrinter
 from smelt.errors import InternalError, SmeltError, internal_errors
 from smelt.universe import SMELT_UNIVERSE
 
@@ -97,10 +100,25 @@ class SmeltOptMain(xDSLOptMain):
         )
 
     def run(self) -> None:
-        from smelt.dialects import graph
-
-        graph.PRINT_LARGE_CONSTANTS[0] = self.args.print_constants
+        if self.args.print_constants:
+            self.available_targets["mlir"] = lambda: FullConstantsMLIRTarget
         super().run()
+
+
+@dataclass(frozen=True)
+class FullConstantsMLIRTarget(MLIRTarget):
+    """xDSL's mlir target printing every constant in full (--print-constants)."""
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        printer = FullConstantsPrinter(
+            stream=output,
+            print_generic_format=self.print_generic_format,
+            print_properties_as_attributes=self.print_properties_as_attributes,
+            print_debuginfo=self.print_debuginfo,
+        )
+        printer.print_op(module)
+        printer.print_metadata(ctx.loaded_dialects)
+        print("\n", file=output)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

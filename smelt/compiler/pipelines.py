@@ -2,74 +2,127 @@
 
 A pipeline is a string in xDSL's pass-pipeline syntax that runs from the graph level
 down to the loop level; the target backend then takes the loop-level module. Every
-pass option is written out, so the string alone replays a compilation.
+pass option is written out, so the string alone replays a compilation. A preset is
+assembled from lists of passes (`Preset`, `preset`), never by editing its text.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 from smelt.errors import SmeltError
+from smelt.passes.loop_schedule_plan import STEP_KINDS
 from smelt.passes.target_attach_cpu import attach_pass
-from smelt.targets.cpu import BLOCKS_PER_THREAD, POST_VECTORIZE
+from smelt.targets.cpu import BLOCKS_PER_THREAD, K_UNROLL
 from smelt.targets.cpu_spec import CpuSpec
 
 TARGETS = ("cpu", "gpu")
+DEFAULT_LEVEL = "O2"
+PRECISIONS = ("f32", "f16", "bf16")
 
-# Graph-level clean-up and fusion, in order.
-GRAPH_OPT = (
-    "graph-fold-constants,graph-simplify,graph-fold-batchnorm,graph-simplify,graph-fuse"
-)
-# The same with conv / pool regions in NHWC: the CPU presets' graph pipeline (an
+LOWER = "convert-graph-to-loop"
+"""The conversion that ends the graph passes: the driver's graph stage runs the
+passes before it, its loop stage the rest."""
+
+# Graph-level clean-up (a precision cast and int8 GEMMs join right after it), then
+# fusion; the CPU presets convert conv / pool regions to NHWC before fusing (an
 # NHWC conv is an implicit GEMM along contiguous channels).
-GRAPH_OPT_NHWC = (
-    "graph-fold-constants,graph-simplify,graph-fold-batchnorm,"
-    "graph-convert-layout{layout=nhwc},graph-simplify,graph-fuse"
+CLEANUP = ("graph-fold-constants", "graph-simplify", "graph-fold-batchnorm")
+NHWC = ("graph-convert-layout{layout=nhwc}",)
+FUSE = ("graph-simplify", "graph-fuse")
+GRAPH_OPT = ",".join(CLEANUP + FUSE)
+GRAPH_OPT_NHWC = ",".join(CLEANUP + NHWC + FUSE)
+
+# QDQ matmul / gemm layers as packed int8 GEMMs (conv stays float: its i32 loop
+# nest is slower than the float kernels).
+INT8 = ("quant-fold-qdq{conv=false}", "quant-pack-gemm")
+
+# What turns the vectorized micro-tile into a register-blocked kernel: unroll the
+# vector columns, unroll-and-jam the rows into the k loop, keep C in registers
+# (across the conv window loops too, when they are inside the micro-kernel), then
+# unroll the reduction loop.
+POST_VECTORIZE = (
+    'loop-unroll{loop="n.2"}',
+    'loop-unroll{loop="m.2" jam=true}',
+    'loop-promote{loop="k.1"}',
+    'loop-promote{loop="k"}',
+    'loop-promote{loop="kw"}',
+    'loop-promote{loop="kh"}',
+    f'loop-unroll{{loop="k.1" factor={K_UNROLL} hint=true}}',
+    f'loop-unroll{{loop="k" factor={K_UNROLL} hint=true}}',
 )
 
-# Graph-level clean-up / fusion and loop-level scheduling passes join these presets
-# as they land ([graph-opt], [loop-opt]); O0 is the plain lowering.
-_LOWER = "convert-graph-to-loop,buffer-plan"
 
-# CPU loop scheduling: pattern kernels tiled, reordered and packed (sizes from
-# smelt/targets/cpu.py for the module's #target.cpu, overridable as loop-schedule options), vectorized,
-# then register-blocked (unroll the vector columns, unroll-and-jam the rows, keep
-# the C tile in registers across k, and across a conv's window loops, unroll k).
-CPU_LOOP_OPT = f"loop-schedule,loop-vectorize,{POST_VECTORIZE}"
-_LOWER_CPU_OPT = f"convert-graph-to-loop,loop-dedup-kernels,{CPU_LOOP_OPT},buffer-plan"
+def cpu_loop_opt(**sizes: int) -> tuple[str, ...]:
+    """CPU loop scheduling: pattern kernels planned (`loop-schedule-plan`, with
+    `sizes` as its options where not 0; else from the module's #target.cpu, see
+    smelt/targets/cpu.py), tiled, reordered, fused, packed and unrolled (one
+    `loop-schedule-apply` per kind of step), vectorized, then register-blocked
+    (`POST_VECTORIZE`)."""
+    options = " ".join(f"{k}={v}" for k, v in sizes.items() if v)
+    plan = f"loop-schedule-plan{{{options}}}" if options else "loop-schedule-plan"
+    steps = tuple(f"loop-schedule-apply{{step={kind}}}" for kind in STEP_KINDS)
+    return (plan, *steps, "loop-vectorize", *POST_VECTORIZE)
 
-PRESETS: dict[str, dict[str, str]] = {
+
+CPU_LOOP_OPT = ",".join(cpu_loop_opt())
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One optimization level of a target, as lists of passes: `cleanup` (after
+    which a precision cast and int8 GEMMs join), the rest of the graph passes,
+    then convert-graph-to-loop; `scheduled`: the CPU loop scheduling (threads
+    join it: `preset`); `buffer_plan`: end with the static memory plan."""
+
+    cleanup: tuple[str, ...] = ()
+    graph: tuple[str, ...] = ()
+    scheduled: bool = False
+    buffer_plan: bool = True
+
+
+PRESETS: dict[str, dict[str, Preset]] = {
     "cpu": {
-        "O0": "convert-graph-to-loop",
-        "O1": f"{GRAPH_OPT},{_LOWER}",
-        "O2": f"{GRAPH_OPT_NHWC},{_LOWER_CPU_OPT}",
-        "O3": f"{GRAPH_OPT_NHWC},{_LOWER_CPU_OPT}",
+        "O0": Preset(buffer_plan=False),
+        "O1": Preset(CLEANUP, FUSE),
+        "O2": Preset(CLEANUP, NHWC + FUSE, scheduled=True),
+        "O3": Preset(CLEANUP, NHWC + FUSE, scheduled=True),
     },
     # The triton target: GPU block sizes are chosen by its schedule, not by passes.
     "gpu": {
-        "O0": _LOWER,
-        "O1": f"{GRAPH_OPT},{_LOWER}",
-        "O2": f"{GRAPH_OPT},{_LOWER}",
-        "O3": f"{GRAPH_OPT},{_LOWER}",
+        "O0": Preset(),
+        "O1": Preset(CLEANUP, FUSE),
+        "O2": Preset(CLEANUP, FUSE),
+        "O3": Preset(CLEANUP, FUSE),
     },
 }
 
-DEFAULT_LEVEL = "O2"
-
 # CPU presets that run their outer parallel loops on `threads` threads: the last
 # loop pass, after scheduling and vectorization, before the memory plan.
-THREADED_LEVELS = ("O2", "O3")
+THREADED_LEVELS = tuple(lv for lv, p in PRESETS["cpu"].items() if p.scheduled)
 
 
 def preset(
-    target: str, level: str = DEFAULT_LEVEL, threads: int = 1, cpu: str = "host"
+    target: str,
+    level: str = DEFAULT_LEVEL,
+    threads: int = 1,
+    cpu: str = "host",
+    precision: str = "f32",
 ) -> str:
     """The pipeline string of preset `level` (O0…O3) for `target`.
 
     CPU presets start with `target-attach-cpu` for `cpu` ("host" or an LLVM CPU
     name with feature edits, see `CpuSpec.parse`), written out in full so that the
-    string replays the build on any machine. With `threads` > 1, CPU presets O2/O3
-    end their loop passes with `loop-parallelize{threads=N}`: the only place a
-    thread count comes from.
+    string replays the build on any machine, and add `INT8` after the clean-up
+    when `cpu` has an int8 GEMM micro-kernel. With `threads` > 1, CPU presets
+    O2/O3 plan blocks for the threads and end their loop passes with
+    `loop-parallelize{threads=N}`: the only place a thread count comes from.
+    `precision` "bf16" / "f16" adds `quant-cast` after the clean-up.
     """
     if target not in PRESETS:
-        raise SmeltError(f"unknown target '{target}': choose one of {', '.join(PRESETS)}")
+        raise SmeltError(
+            f"unknown target '{target}': choose one of {', '.join(PRESETS)}"
+        )
     levels = PRESETS[target]
     if level not in levels:
         raise SmeltError(
@@ -77,15 +130,20 @@ def preset(
         )
     if not isinstance(threads, int) or threads < 1:
         raise SmeltError(f"threads must be a positive integer, not {threads!r}")
-    spec = levels[level]
-    if threads > 1 and target == "cpu" and level in THREADED_LEVELS:
-        blocks = BLOCKS_PER_THREAD * threads
-        loops = spec.removesuffix(",buffer-plan")
-        loops = loops.replace("loop-schedule", f"loop-schedule{{min_blocks={blocks}}}")
-        spec = f"{loops},loop-parallelize{{threads={threads}}},buffer-plan"
-    if target == "cpu":
-        spec = with_cpu(with_int8(spec, cpu), cpu)
-    return spec
+    p = levels[level]
+    passes = [attach_pass(CpuSpec.parse(cpu))] if target == "cpu" else []
+    passes += [*p.cleanup, *_cast(precision)]
+    if p.cleanup and target == "cpu" and _has_int8_gemm(cpu):
+        passes += INT8
+    passes += [*p.graph, LOWER]
+    if p.scheduled:
+        blocks = BLOCKS_PER_THREAD * threads if threads > 1 else 0
+        passes += ["loop-dedup-kernels", *cpu_loop_opt(min_blocks=blocks)]
+        if threads > 1:
+            passes.append(f"loop-parallelize{{threads={threads}}}")
+    if p.buffer_plan:
+        passes.append("buffer-plan")
+    return ",".join(passes)
 
 
 def all_presets(threads: int = 1, cpu: str = "host") -> list[tuple[str, str, str]]:
@@ -97,49 +155,62 @@ def all_presets(threads: int = 1, cpu: str = "host") -> list[tuple[str, str, str
     ]
 
 
-# QDQ matmul / gemm layers as packed int8 GEMMs (conv stays float: its i32 loop
-# nest is slower than the float kernels).
-INT8 = "quant-fold-qdq{conv=false},quant-pack-gemm"
-
-
-def with_int8(spec: str, cpu: str) -> str:
-    """`spec` with `INT8` after the graph clean-up when `cpu` has an int8 GEMM
-    micro-kernel (AVX2 or better: `quant_gemm.choose_variant`); else unchanged."""
+def _has_int8_gemm(cpu: str) -> bool:
+    """Whether `cpu` has an int8 GEMM micro-kernel (AVX2 or better:
+    `quant_gemm.choose_variant`)."""
     from smelt.dialects.quant_gemm import choose_variant
 
-    anchor = "graph-fold-batchnorm,"
-    if anchor not in spec or "quant-fold-qdq" in spec:
-        return spec
-    if choose_variant(CpuSpec.parse(cpu).has) is None:
-        return spec
-    return spec.replace(anchor, f"{anchor}{INT8},", 1)
+    return choose_variant(CpuSpec.parse(cpu).has) is not None
 
 
-PRECISIONS = ("f32", "f16", "bf16")
-
-
-def with_precision(spec: str, precision: str) -> str:
-    """`spec` with `quant-cast{to=precision}` after the graph clean-up (before
-    layout conversion and fusion; first when `spec` has no clean-up), unless it is
-    "f32" or `spec` casts already."""
+def _cast(precision: str) -> tuple[str, ...]:
     if precision not in PRECISIONS:
         raise SmeltError(
             f"unknown precision '{precision}': choose one of {', '.join(PRECISIONS)}"
         )
-    if precision == "f32" or "quant-cast" in spec:
+    return () if precision == "f32" else (f"quant-cast{{to={precision}}}",)
+
+
+def split(spec: str) -> list[str]:
+    """The passes of pipeline `spec`, each as written (commas inside an option's
+    braces or quotes do not split)."""
+    parts, depth, quoted, start = [], 0, False, 0
+    for i, c in enumerate(spec):
+        if c == '"':
+            quoted = not quoted
+        elif not quoted and c in "{}":
+            depth += 1 if c == "{" else -1
+        elif not quoted and depth == 0 and c == ",":
+            parts.append(spec[start:i].strip())
+            start = i + 1
+    parts.append(spec[start:].strip())
+    return [p for p in parts if p]
+
+
+def _name(entry: str) -> str:
+    return entry.split("{", 1)[0].strip()
+
+
+def with_precision(spec: str, precision: str) -> str:
+    """User pipeline `spec` with `quant-cast{to=precision}` after the graph
+    clean-up (after graph-fold-batchnorm, else first but after a
+    target-attach-cpu), unless `precision` is "f32" or `spec` casts already."""
+    cast = _cast(precision)
+    passes = split(spec)
+    names = [_name(p) for p in passes]
+    if not cast or "quant-cast" in names:
         return spec
-    cast = f"quant-cast{{to={precision}}}"
-    anchor = "graph-fold-batchnorm,"
-    if anchor in spec:
-        return spec.replace(anchor, f"{anchor}{cast},", 1)
-    parts = spec.split(",")
-    head = 1 if parts[0].startswith("target-attach-cpu") else 0
-    return ",".join([*parts[:head], cast, *parts[head:]])
+    if CLEANUP[-1] in names:
+        at = names.index(CLEANUP[-1]) + 1
+    else:
+        at = 1 if names[:1] == ["target-attach-cpu"] else 0
+    return ",".join([*passes[:at], *cast, *passes[at:]])
 
 
 def with_cpu(spec: str, cpu: str) -> str:
-    """`spec` starting with the `target-attach-cpu` of `cpu`, unless it attaches
-    a CPU itself."""
-    if "target-attach-cpu" in spec:
+    """User pipeline `spec` starting with the `target-attach-cpu` of `cpu`,
+    unless it attaches a CPU itself."""
+    passes = split(spec)
+    if "target-attach-cpu" in map(_name, passes):
         return spec
-    return f"{attach_pass(CpuSpec.parse(cpu))},{spec}"
+    return ",".join([attach_pass(CpuSpec.parse(cpu)), *passes])

@@ -1,5 +1,5 @@
-"""Progress of a long compile on a terminal: the driver's stages (import, passes,
-codegen) on one status line that a ticker keeps current.
+"""Progress of a long compile on a terminal: the driver's stages (import, graph,
+loop, target, runtime) on one status line that a ticker keeps current.
 
 `driver.compile(progress=...)` reports to a `Progress` (the base class shows
 nothing); the CLI hands it a `TerminalProgress` when stderr is a terminal and
@@ -55,11 +55,11 @@ class TerminalProgress(Progress):
     """One status line on `stream`, redrawn by a daemon thread every `tick`
     seconds so that the clock moves during a long stage (LLVM codegen):
 
-        ⠹ light_resnet50.onnx  [2/3 passes] 14/22 loop-unroll  4.1 s
+        ⠹ light_resnet50.onnx  [3/5 loop] 14/22 loop-unroll  4.1 s
 
     `close` erases the line; the caller prints its own summary."""
 
-    STAGES = ("import", "passes", "codegen")
+    STAGES = ("import", "graph", "loop", "target", "runtime")  # compiler.stages
 
     def __init__(
         self, title: str = "", stream: IO[str] | None = None, tick: float = 0.2

@@ -28,8 +28,23 @@ from xdsl.utils.exceptions import VerifyException
 
 Shape = tuple[int, ...]
 
-# Constants with more elements than this print as `dense_resource<__elided__>`.
+# Constants with more elements than this print as `dense_resource<__elided__>`,
+# unless the printer is a FullConstantsPrinter.
 ELIDE_ELEMENTS_LIMIT = 16
+
+
+class FullConstantsPrinter(Printer):
+    """A Printer that prints every constant in full (smelt-opt --print-constants,
+    dumps with `print_constants`, crash reproducers); a plain Printer elides
+    those of more than ELIDE_ELEMENTS_LIMIT elements, so that a dump of a big
+    model stays readable (an elided constant does not parse back)."""
+
+
+def elides(printer: Printer, elements: int) -> bool:
+    """Whether `printer` prints a constant of `elements` elements elided."""
+    return elements > ELIDE_ELEMENTS_LIMIT and not isinstance(
+        printer, FullConstantsPrinter
+    )
 
 
 def to_attr(value: Any) -> Attribute:

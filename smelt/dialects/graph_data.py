@@ -242,10 +242,7 @@ class ConstantOp(GraphOp):
 
     def print(self, printer: Printer) -> None:
         t = self.result.type
-        if (
-            math.prod(shape_of(t)) > ELIDE_ELEMENTS_LIMIT
-            and not PRINT_LARGE_CONSTANTS[0]
-        ):
+        if elides(printer, math.prod(shape_of(t))):
             printer.print_string(" dense_resource<__elided__> : ")
             printer.print_attribute(t)
         else:
@@ -276,10 +273,6 @@ def _bytes_of(array: np.ndarray) -> bytes:
     ):
         return base
     return array.tobytes()
-
-
-# Set PRINT_LARGE_CONSTANTS[0] = True (smelt-opt --print-constants) to print all weights.
-PRINT_LARGE_CONSTANTS = [False]
 
 
 def dense_to_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:

@@ -54,6 +54,10 @@ UNROLL_ATTR = "loop.unroll"
 """On a `loop.for`: a hint that the target unrolls the loop by this factor (the
 llvm target: `llvm.loop.unroll.count`), where unrolling in the IR would only
 make the IR, and the time to compile it, that much bigger."""
+SCHEDULE_ATTR = "loop.schedule"
+"""On a kernel: the schedule steps that loop-schedule-plan chose and
+loop-schedule-apply has yet to run (a list of dictionaries: kind, role, sizes,
+order, operand)."""
 
 
 @irdl_op_definition
@@ -241,11 +245,11 @@ class ConstantOp(IRDLOperation):
         super().__init__(result_types=[memref_type], properties={"value": value})
 
     def print(self, printer: Printer) -> None:
-        from smelt.dialects.graph import ELIDE_ELEMENTS_LIMIT, PRINT_LARGE_CONSTANTS
+        from smelt.dialects.graph_base import elides
 
         if "smelt.released" in self.attributes:  # its bytes went to a weight blob
             printer.print_string(" dense_resource<__released__>")
-        elif len(self.value) > ELIDE_ELEMENTS_LIMIT and not PRINT_LARGE_CONSTANTS[0]:
+        elif elides(printer, len(self.value)):
             printer.print_string(" dense_resource<__elided__>")
         else:
             printer.print_string(" ")

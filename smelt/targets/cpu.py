@@ -1,7 +1,8 @@
 """CPU schedules: which loop primitives run on which kernel pattern, with which
-sizes, derived from a `CpuSpec`. Decisions only; the mechanics are the loop passes
-(tile, interchange, pack, unroll, promote) that `loop-schedule` applies in this
-order."""
+sizes, derived from a `CpuSpec`. Decisions only: `loop-schedule-plan` records a
+kernel's steps and `loop-schedule-apply` runs the loop primitives (tile,
+interchange, fuse, pack, pack_constant, unroll), one kind at a time in that order,
+so every schedule lists its steps in that order."""
 
 from __future__ import annotations
 
@@ -89,23 +90,13 @@ MAX_WINDOW_UNROLL = 64
 """Window reductions up to this many positions are unrolled."""
 
 K_UNROLL = 4
-"""The micro-kernel's reduction loop is unrolled this many times: 12 FMAs per k
-step leave the front end too little room for the loop's own instructions."""
-
-POST_VECTORIZE = (
-    'loop-unroll{loop="n.2"},loop-unroll{loop="m.2" jam=true},loop-promote{loop="k.1"},'
-    'loop-promote{loop="k"},loop-promote{loop="kw"},loop-promote{loop="kh"},'
-    f'loop-unroll{{loop="k.1" factor={K_UNROLL} hint=true}},'
-    f'loop-unroll{{loop="k" factor={K_UNROLL} hint=true}}'
-)
-"""What turns the vectorized micro-tile into a register-blocked kernel: unroll the
-vector columns, unroll-and-jam the rows into the k loop, keep C in registers (across
-the conv window loops too, when they are inside the micro-kernel), then unroll the
-reduction loop."""
+"""The micro-kernel's reduction loop is unrolled this many times (the presets'
+`POST_VECTORIZE` in smelt/compiler/pipelines.py): 12 FMAs per k step leave the
+front end too little room for the loop's own instructions."""
 
 BLOCKS_PER_THREAD = 4
 """With threads, GEMM / conv blocks are made small enough for this many per thread
-(the `min_blocks` of `loop-schedule`), so the threads' shares stay even."""
+(the `min_blocks` of `loop-schedule-plan`), so the threads' shares stay even."""
 
 
 def _fit(size: int, extent: int, multiple: int) -> int:

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from smelt.compiler.driver import import_graph, lower
-from smelt.compiler.pipelines import CPU_LOOP_OPT
+from smelt.compiler.pipelines import CPU_LOOP_OPT, cpu_loop_opt
 from smelt.lowering.llvm.jit import compile_to_native
 
 SIZES = [(1, 1, 1), (1, 7, 3), (5, 13, 17), (7, 9, 33), (13, 5, 40), (31, 37, 29)]
@@ -30,9 +30,7 @@ PIPELINES = {
     + ',loop-interchange{order="m.0,n.0,n.1,m.1,k.0,k.1,n.2"}'
     + ',loop-unroll{loop="n.2"},loop-promote{loop="k.1,k.0"}',
     "schedule": CPU_LOOP_OPT,
-    "schedule-small-tiles": CPU_LOOP_OPT.replace(
-        "loop-schedule", "loop-schedule{mr=3 nr=8 kc=7 mc=6 nc=16}"
-    ),
+    "schedule-small-tiles": ",".join(cpu_loop_opt(mr=3, nr=8, kc=7, mc=6, nc=16)),
 }
 
 
@@ -126,7 +124,7 @@ def test_transpose_schedule(shape: tuple[int, ...], perm: tuple[int, ...]) -> No
     x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
     for pipeline in (
         PIPELINES["schedule"],
-        PIPELINES["schedule"].replace("loop-schedule", "loop-schedule{transpose_tile=5}"),
+        ",".join(cpu_loop_opt(transpose_tile=5)),
     ):
         got = _run(model, pipeline, [x, np.zeros(out_shape, np.float32)])
         np.testing.assert_array_equal(got, x.transpose(perm))

@@ -208,7 +208,9 @@ def test_driver_reports_stages_and_passes(encoder):
     progress = Recorder()
     smelt.compile(encoder, pipeline=BASE, progress=progress)
     stages = [e for e in progress.events if isinstance(e, tuple)]
-    assert stages == [("import", 0), ("passes", 8), ("codegen", 0)]
+    assert stages == [
+        ("import", 0), ("graph", 4), ("loop", 4), ("target", 0), ("runtime", 0)
+    ]
     steps = [e for e in progress.events if isinstance(e, str)]
     assert steps[0] == "target-attach-cpu" and steps[-1] == "buffer-plan"
 
@@ -216,9 +218,9 @@ def test_driver_reports_stages_and_passes(encoder):
 def test_terminal_progress_draws_one_line_and_erases_it():
     stream = io.StringIO()
     progress = TerminalProgress("m.onnx", stream, tick=10)
-    progress.stage("passes", 3)
+    progress.stage("graph", 3)
     progress.step("graph-fuse")
-    assert "m.onnx  [2/3 passes] 1/3 graph-fuse" in progress.line()
+    assert "m.onnx  [2/5 graph] 1/3 graph-fuse" in progress.line()
     progress.close()
     assert stream.getvalue().endswith("\r\033[K")
     assert terminal_progress("m", stream=io.StringIO()) is None  # not a terminal

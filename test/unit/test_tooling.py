@@ -50,7 +50,9 @@ def test_dump_dir_writes_one_numbered_file_per_pass(model_path, tmp_path):
     model = smelt.compile(model_path, dump=smelt.DumpOptions(dump_dir=str(out)))
     names = ["import", *_names(model.info["pipeline"])]
     files = sorted(p.name for p in out.iterdir())
-    assert files == [f"{i:03d}-{n}.mlir" for i, n in enumerate(names)]
+    numbered = [f"{i:03d}-{n}.mlir" for i, n in enumerate(names)]
+    assert files == [*numbered, "target.ll"]  # and the target stage's code
+    assert "define " in (out / "target.ll").read_text()
     assert "graph.matmul" in (out / files[0]).read_text()
     (fuse,) = [f for f in files if f.endswith("-graph-fuse.mlir")]
     assert "graph.fused" in (out / fuse).read_text()
@@ -98,7 +100,7 @@ def test_time_passes_table_and_json(model_path, tmp_path, capsys):
     data = json.loads(path.read_text())
     assert [r["spec"] for r in data["passes"]] == pass_specs(model.info["pipeline"])
     assert all(r["seconds"] >= 0 for r in data["passes"])
-    assert set(data["stages"]) == {"import", "codegen"}
+    assert set(data["stages"]) == {"import", "target", "runtime"}
     fuse = next(r for r in data["passes"] if r["name"] == "graph-fuse")
     assert fuse["before"]["kernels"] == 2 and fuse["after"]["kernels"] == 1
     simplify = next(r for r in data["passes"] if r["name"] == "graph-simplify")
@@ -113,7 +115,7 @@ def test_cli_flags(model_path, tmp_path, capsys):
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert [n for _, n in HEADER.findall(err)] == ["graph-fuse", "buffer-plan"]
-    assert "Pass execution time report" in err and "(codegen)" in err
+    assert "Pass execution time report" in err and "(target)" in err
     assert (out / "000-import.mlir").exists()
     assert cli.main(["report", model_path, "--print-ir-before", "graph-fuse"]) == 0
     captured = capsys.readouterr()

@@ -1,7 +1,8 @@
-"""Generated Triton kernels run under TRITON_INTERPRET=1 on CPU torch tensors and
+"""Generated Triton kernels run in Triton's interpreter on CPU torch tensors and
 match onnxruntime / numpy. The interpreter is slow (about a second per launch on
-real sizes), so the cases are few and tiny; each runs in a fresh process because
-Triton reads TRITON_INTERPRET when it is first imported."""
+real sizes), so the cases are few and tiny; each runs in a fresh process with
+TRITON_INTERPRET=1, the environment a user sets to pick the interpreter (read
+once, when smelt.compile makes its CompileOptions: the device "cpu")."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))  # this checkout's smelt
 CASES = [
     "mlp_through_smelt_compile",
     "encoder_layer",
@@ -30,7 +32,8 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 def test_interpreted(case):
     code = f"import triton_interpret_cases as c; c.case_{case}()"
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=HERE)
+    path = os.pathsep.join([ROOT, HERE])
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=path)
     command = [sys.executable, "-c", code]
     done = subprocess.run(
         command, check=False, env=env, capture_output=True, text=True, timeout=300

@@ -11,7 +11,6 @@ import os
 import re
 import time
 from collections.abc import Iterable
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from smelt.errors import SmeltError
@@ -48,25 +47,6 @@ def kernel_key(k: TritonKernel) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@contextmanager
-def _compiling():
-    """Triton's compiler, not its interpreter, and no warning about its FP fusion
-    default (smelt passes enable_fp_fusion explicitly); the environment is restored."""
-    saved = {
-        k: os.environ.get(k) for k in ("TRITON_INTERPRET", "TRITON_DEFAULT_FP_FUSION")
-    }
-    os.environ["TRITON_INTERPRET"] = "0"
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def compile_kernel(k: TritonKernel, arch: int = 90) -> CompiledKernel:
     """Compiles one kernel to cubin for `arch` and inspects the result."""
     import triton
@@ -75,33 +55,33 @@ def compile_kernel(k: TritonKernel, arch: int = 90) -> CompiledKernel:
 
     from smelt.lowering.triton.runtime import load_source
 
-    with _compiling():
-        module = load_source(PRELUDE + "\n" + k.source)
-        fn = getattr(module, k.name)
-        signature = dict(zip(k.params, k.signature))
-        signature |= {name: "constexpr" for name in k.constexprs}
-        constexprs = {(fn.arg_names.index(n),): v for n, v in k.constexprs.items()}
-        # buffers are 64-byte aligned (arena offsets, torch allocations): the same
-        # 16-byte divisibility Triton's JIT specializes on at launch, which lets
-        # 16-bit loads become cp.async copies that the pipeliner multi-buffers
-        aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(k.params))}
-        src = ASTSource(fn, signature, constexprs, aligned)
-        options = {
-            "num_warps": k.schedule.num_warps,
-            "num_stages": k.schedule.num_stages,
-            "enable_fp_fusion": True,
-        }
-        t0 = time.perf_counter()
-        try:
-            compiled = triton.compile(
-                src, target=GPUTarget("cuda", arch, 32), options=options
-            )
-        except Exception as e:  # Triton raises many types; report the kernel
-            raise SmeltError(
-                f"triton could not compile kernel {k.name} (from @{k.kernel}) for "
-                f"sm_{arch}: {str(e)[:2000]}"
-            ) from e
-        seconds = time.perf_counter() - t0
+    # its compiler, not its interpreter, whatever TRITON_INTERPRET says
+    module = load_source(PRELUDE + "\n" + k.source, interpret=False)
+    fn = getattr(module, k.name)
+    signature = dict(zip(k.params, k.signature))
+    signature |= {name: "constexpr" for name in k.constexprs}
+    constexprs = {(fn.arg_names.index(n),): v for n, v in k.constexprs.items()}
+    # buffers are 64-byte aligned (arena offsets, torch allocations): the same
+    # 16-byte divisibility Triton's JIT specializes on at launch, which lets
+    # 16-bit loads become cp.async copies that the pipeliner multi-buffers
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(k.params))}
+    src = ASTSource(fn, signature, constexprs, aligned)
+    options = {
+        "num_warps": k.schedule.num_warps,
+        "num_stages": k.schedule.num_stages,
+        "enable_fp_fusion": True,
+    }
+    t0 = time.perf_counter()
+    try:
+        compiled = triton.compile(
+            src, target=GPUTarget("cuda", arch, 32), options=options
+        )
+    except Exception as e:  # Triton raises many types; report the kernel
+        raise SmeltError(
+            f"triton could not compile kernel {k.name} (from @{k.kernel}) for "
+            f"sm_{arch}: {str(e)[:2000]}"
+        ) from e
+    seconds = time.perf_counter() - t0
     ptx = compiled.asm.get("ptx", "")
     shared = getattr(compiled.metadata, "shared", 0)
     return CompiledKernel(

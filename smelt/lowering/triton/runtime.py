@@ -3,8 +3,9 @@
 The generated source is written to a file (Triton's JIT reads a function's source)
 and imported; @main becomes a list of launches over views of three preallocated
 buffers (the io buffers, the arena laid out by buffer-plan, the weight blob). On a
-CUDA device the plan is captured once as a CUDA graph and replayed; on the CPU (with
-TRITON_INTERPRET=1 set before the module is loaded) it runs in Triton's interpreter.
+CUDA device the plan is captured once as a CUDA graph and replayed; on the CPU
+(device "cpu": its source loaded with Triton's interpreter) it runs in Triton's
+interpreter.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -40,14 +43,27 @@ def cache_dir() -> str:
         return tempfile.gettempdir()
 
 
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+@contextmanager
+def _jit_mode(interpret: bool) -> Iterator[None]:
+    """Triton picks its interpreter or its compiler when `triton.jit` decorates a
+    function, from `triton.knobs.runtime.interpret` (TRITON_INTERPRET unless
+    set): set here for the import of one generated module, so that the caller
+    decides, not the environment (Triton mirrors the knob into TRITON_INTERPRET
+    while its scope lasts, and the scope restores both)."""
+    from triton import knobs
+
+    with knobs.runtime.scope():
+        knobs.runtime.interpret = interpret
+        yield
 
 
-def load_source(source: str, directory: str | None = None) -> ModuleType:
-    """Imports generated Triton source from a file named after its hash."""
+def load_source(
+    source: str, directory: str | None = None, interpret: bool = False
+) -> ModuleType:
+    """Imports generated Triton source from a file named after its hash; its
+    kernels run in Triton's interpreter with `interpret`, else compiled."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    key = f"{digest}-{interpreting()}"
+    key = f"{digest}-{interpret}"
     if key in _LOADED:
         return _LOADED[key]
     path = os.path.join(directory or cache_dir(), f"smelt_triton_{digest}.py")
@@ -56,12 +72,13 @@ def load_source(source: str, directory: str | None = None) -> ModuleType:
         with open(tmp, "w") as f:
             f.write(source)
         os.replace(tmp, path)
-    name = f"smelt_triton_{digest}_{int(interpreting())}"
+    name = f"smelt_triton_{digest}_{int(interpret)}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    with _jit_mode(interpret):
+        spec.loader.exec_module(module)
     _LOADED[key] = module
     return module
 
@@ -128,7 +145,9 @@ class TritonProgram:
         self.device = torch.device(device)
         self.kernels = module_kernels(module)
         self.source = module_source(self.kernels)
-        self.module = load_source(self.source)
+        self.module = load_source(
+            self.source, interpret=self.device.type == "cpu"
+        )
         main = main_func(module)
         names = main.attributes.get("smelt.input_names")
         self.n_inputs = len(names.data) if names is not None else 0
@@ -238,27 +257,9 @@ class TritonProgram:
         return io[len(inputs) :]
 
 
-def default_device() -> str:
-    """ "cuda" when torch sees a GPU, "cpu" under TRITON_INTERPRET=1, else an error."""
-    try:
-        import torch
-        import triton  # noqa: F401
-    except ImportError:
-        raise SmeltError(
-            "the gpu target needs torch and triton: pip install 'smelt[gpu]'"
-        ) from None
-    if torch.cuda.is_available():
-        return "cuda"
-    if interpreting():
-        return "cpu"
-    raise SmeltError(
-        "the gpu target found no CUDA device; `smelt aot MODEL --arch sm_90` checks "
-        "every kernel without one, and TRITON_INTERPRET=1 runs tiny models on the CPU"
-    )
-
-
 def compile_to_triton(
-    module: ModuleOp, device: str | None = None, cuda_graph: bool = True
+    module: ModuleOp, device: str, cuda_graph: bool = True
 ) -> TritonProgram:
-    """The launch plan of a loop-level module with @main (after buffer-plan)."""
-    return TritonProgram(module, device or default_device(), cuda_graph)
+    """The launch plan of a loop-level module with @main (after buffer-plan) on
+    torch `device`: "cuda", or "cpu" (Triton's interpreter)."""
+    return TritonProgram(module, device, cuda_graph)

@@ -1,5 +1,9 @@
 // RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule' %s | filecheck %s
 // RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule{mr=2 nr=8 kc=2 mc=4 nc=8}' %s | filecheck %s --check-prefix=SMALL
+// loop-schedule is the plan and its steps, one kind at a time (the presets' form):
+// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule{mr=2 nr=8 kc=2 mc=4 nc=8}' %s > %t.one
+// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule-plan{mr=2 nr=8 kc=2 mc=4 nc=8},loop-schedule-apply{step=tile},loop-schedule-apply{step=interchange},loop-schedule-apply{step=fuse},loop-schedule-apply{step=pack},loop-schedule-apply{step=pack_constant},loop-schedule-apply{step=unroll}' %s > %t.steps
+// RUN: diff %t.one %t.steps
 
 // NHWC conv whose input channels fit one kc block: n and m tiled, the window and
 // channel loops inside the mr x nr micro-tile, the weights packed at compile time
