@@ -107,9 +107,17 @@ class Layout:
         if not self.grid:
             yield view.tobytes()
             return
-        rows = max(1, limit // max(1, view[0].nbytes))
-        for i in range(0, self.grid[0], rows):
-            yield view[i : i + rows].tobytes()  # C order: the loop order
+        # split on the outermost axis whose rows fit the limit, iterating over the
+        # axes before it (a grid of [1, K, N] splits on K, not on its 1)
+        axis, row = 0, view.nbytes // max(1, self.grid[0])
+        while row > limit and axis + 1 < len(self.grid):
+            axis += 1
+            row //= max(1, self.grid[axis])
+        rows = max(1, limit // max(1, row))
+        for outer in np.ndindex(*self.grid[:axis]):
+            block = view[outer]
+            for i in range(0, self.grid[axis], rows):
+                yield block[i : i + rows].tobytes()  # C order: the loop order
 
 
 
