@@ -15,6 +15,7 @@ from smelt.frontend import (
     onnx_quant,
     onnx_resize,
     onnx_rnn,
+    onnx_sample,
     onnx_scan,
     onnx_shapes,
 )
@@ -27,6 +28,7 @@ HANDLERS = merge(
     onnx_norms.HANDLERS,  # instance / Lp normalization, Lp / global max pools
     onnx_conv_transpose.HANDLERS,
     onnx_resize.HANDLERS,  # Resize, Upsample
+    onnx_sample.HANDLERS,  # GridSample
     onnx_einsum.HANDLERS,
     onnx_scan.HANDLERS,  # arg-reductions, cumulative sums, top-k, log-softmax
     onnx_index.HANDLERS,  # gathers and scatters by index, one-hot, trilu, range
