@@ -18,6 +18,7 @@ from smelt.frontend import (
     onnx_sample,
     onnx_scan,
     onnx_shapes,
+    onnx_spectral,
 )
 from smelt.registry import merge
 
@@ -29,6 +30,7 @@ HANDLERS = merge(
     onnx_conv_transpose.HANDLERS,
     onnx_resize.HANDLERS,  # Resize, Upsample
     onnx_sample.HANDLERS,  # GridSample
+    onnx_spectral.HANDLERS,  # DFT, STFT
     onnx_einsum.HANDLERS,
     onnx_scan.HANDLERS,  # arg-reductions, cumulative sums, top-k, log-softmax
     onnx_index.HANDLERS,  # gathers and scatters by index, one-hot, trilu, range

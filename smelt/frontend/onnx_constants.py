@@ -46,6 +46,8 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Range": (0, 1, 2),
     "AffineGrid": (1,),  # the output grid's size
     "Loop": (0, 1),  # trip count and condition: the scan outputs' length
+    "DFT": (1, 2),  # dft_length and (opset 20) axis
+    "STFT": (1, 3),  # frame_step and frame_length: the frames and bins
 }
 
 
