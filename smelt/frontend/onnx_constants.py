@@ -48,19 +48,42 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Loop": (0, 1),  # trip count and condition: the scan outputs' length
     "DFT": (1, 2),  # dft_length and (opset 20) axis
     "STFT": (1, 3),  # frame_step and frame_length: the frames and bins
+    "CenterCropPad": (1,),  # the output shape
+    "HannWindow": (0,),  # the window's length
+    "HammingWindow": (0,),
+    "BlackmanWindow": (0,),
+    "Col2Im": (1, 2),  # image_shape and block_shape
 }
+# Ops whose outputs do not depend on their inputs' values, only on their shapes.
+_SHAPE_ONLY = ("Shape", "Size")
 
 
 def shape_inputs(model: onnx.ModelProto) -> set[str]:
-    """Names of the graph inputs that feed a shape-deciding operand of a node of
-    the main graph (`SHAPE_OPERANDS`)."""
-    names = set()
-    for node in model.graph.node:
-        for i in SHAPE_OPERANDS.get(node.op_type, ()):
-            if i < len(node.input) and node.input[i]:
-                names.add(node.input[i])
+    """Names of the graph inputs whose values reach a shape-deciding operand of a
+    node of the main graph (`SHAPE_OPERANDS`), directly or through the nodes that
+    compute it (an op's function body written out computes Pad's pads from a
+    CenterCropPad's shape input); a Shape or Size node passes on no values."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    stack = [
+        node.input[i]
+        for node in model.graph.node
+        for i in SHAPE_OPERANDS.get(node.op_type, ())
+        if i < len(node.input) and node.input[i]
+    ]
+    names: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in names:
+            continue
+        names.add(name)
+        node = producer.get(name)
+        if node is not None and node.op_type not in _SHAPE_ONLY:
+            stack.extend(i for i in node.input if i)
     initializers = {t.name for t in model.graph.initializer}
-    return names & ({i.name for i in model.graph.input} - initializers)
+    tensors = {
+        i.name for i in model.graph.input if i.type.WhichOneof("value") == "tensor_type"
+    }
+    return names & (tensors - initializers)
 
 
 def fix_inputs(
