@@ -29,7 +29,7 @@ HANDLERS = merge(
     onnx_norms.HANDLERS,  # instance / Lp normalization, Lp / global max pools
     onnx_conv_transpose.HANDLERS,
     onnx_resize.HANDLERS,  # Resize, Upsample
-    onnx_sample.HANDLERS,  # GridSample
+    onnx_sample.HANDLERS,  # GridSample, RoiAlign
     onnx_spectral.HANDLERS,  # DFT, STFT
     onnx_einsum.HANDLERS,
     onnx_scan.HANDLERS,  # arg-reductions, cumulative sums, top-k, log-softmax

@@ -1,5 +1,5 @@
-"""ONNX GridSample as graph ops: sampling an image at coordinates computed at run
-time.
+"""ONNX GridSample and RoiAlign as graph ops: sampling an image at coordinates
+computed at run time.
 
 The sampling coordinates are elementwise math on the grid (denormalize, round or
 split into a cell and a fraction, fold by the padding mode); each tap of the
@@ -193,3 +193,109 @@ def _gather_taps(
             pixel = m.mul(pixel, weight)
         total = pixel if total is None else m.add(total, pixel)
     return total  # type: ignore[return-value]  (every axis has a tap)
+
+
+# --- RoiAlign -----------------------------------------------------------------------
+
+
+def _roi_axis(
+    m: Arith, c: Value, size: int
+) -> tuple[Value, Value, Value, Value]:
+    """(low index, high index, low weight, high weight) of RoiAlign's bilinear
+    taps along one axis of `size` cells: a sample past one cell beyond the border
+    weighs 0; one before the first cell reads it; at or past the last, reads it."""
+    valid = m.both(m.op(g.GreaterEqualOp, c, -1.0), m.op(g.LessEqualOp, c, float(size)))
+    c = m.op(g.MaxOp, c, 0.0)
+    low = m.floor(c)
+    edge = m.op(g.GreaterEqualOp, low, size - 1.0)
+    low = m.where(edge, size - 1.0, low)
+    c = m.where(edge, size - 1.0, c)
+    high = m.where(edge, size - 1.0, m.add(low, 1.0))
+    frac = m.sub(c, low)
+    w_low = m.where(valid, m.sub(1.0, frac), 0.0)
+    w_high = m.where(valid, frac, 0.0)
+    return m.cast(low, np.int64), m.cast(high, np.int64), w_low, w_high
+
+
+@handles("RoiAlign")
+def _roi_align(ctx: NodeContext) -> list[Value]:
+    """Each roi's bins sampled on a fixed grid (sampling_ratio per bin and axis):
+    the sample coordinates are computed per roi, each of the 4 bilinear corners is
+    one gather of channel rows from x laid out (N * H * W, C), and the samples of a
+    bin are averaged (avg) or their largest weighted corner taken (max, as ONNX
+    defines it)."""
+    x, rois, batch = ctx.inputs[:3]
+    shape, rshape, bshape = shape_of(x), shape_of(rois), shape_of(batch)
+    if len(shape) != 4 or len(rshape) != 2 or rshape[1] != 4 or bshape != rshape[:1]:
+        raise SmeltError(
+            f"{ctx.label}: needs X (N, C, H, W), rois (R, 4) and batch_indices (R,); "
+            f"got {list(shape)}, {list(rshape)} and {list(bshape)}"
+        )
+    mode = ctx.attr("mode", "avg")
+    default = "half_pixel" if ctx.opset >= 16 else "output_half_pixel"
+    coords = ctx.attr("coordinate_transformation_mode", default)
+    if mode not in ("avg", "max") or coords not in ("half_pixel", "output_half_pixel"):
+        raise SmeltError(
+            f"{ctx.label}: unknown mode '{mode}' or coordinate_transformation_mode "
+            f"'{coords}'"
+        )
+    oh, ow = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
+    ratio = int(ctx.attr("sampling_ratio", 0))
+    if ratio <= 0:
+        raise ctx.unsupported(
+            "RoiAlign with sampling_ratio 0 is not supported: the samples per bin "
+            "then depend on each roi's size at run time; export with a fixed "
+            "sampling_ratio (e.g. 2)"
+        )
+    xtype, rtype = numpy_type_of(x), numpy_type_of(rois)
+    if xtype.kind != "f" or rtype.kind != "f" or min(oh, ow) < 1:
+        raise SmeltError(f"{ctx.label}: needs float X and rois and output dims >= 1")
+    n, c, h, w = shape
+    r = rshape[0]
+    if 0 in shape or r == 0:
+        raise ctx.unsupported("RoiAlign of an empty tensor is not supported")
+    work = np.dtype(np.float64 if np.float64 in (xtype, rtype) else np.float32)
+    m = Arith(ctx, work)
+    rois = m.cast(rois, work)
+    scale = float(ctx.attr("spatial_scale", 1.0))
+    offset = 0.5 if coords == "half_pixel" else 0.0
+    ends = {}
+    for i, name in enumerate(("x1", "y1", "x2", "y2")):
+        col = ctx.emit(g.GatherOp, [rois, m.const(i, np.int64)], axis=1)[0]
+        ends[name] = m.sub(m.mul(col, scale), offset)  # (R,)
+    taps = []
+    for lo, hi, bins, size, where in (
+        ("y1", "y2", oh, h, (r, oh, ratio, 1, 1)),
+        ("x1", "x2", ow, w, (r, 1, 1, ow, ratio)),
+    ):
+        length = m.sub(ends[hi], ends[lo])
+        if coords == "output_half_pixel":
+            length = m.op(g.MaxOp, length, 1.0)
+        step = ctx.reshape(m.div(length, float(bins)), (r, 1, 1))
+        cell = np.arange(bins, dtype=work).reshape(1, bins, 1)
+        sub = (np.arange(ratio, dtype=work) + 0.5).reshape(1, 1, ratio)
+        start = ctx.reshape(ends[lo], (r, 1, 1))
+        c_ = m.add(m.add(start, m.mul(cell, step)), m.div(m.mul(sub, step), ratio))
+        taps.append([ctx.reshape(t, where) for t in _roi_axis(m, c_, size)])
+    (y_lo, y_hi, wy_lo, wy_hi), (x_lo, x_hi, wx_lo, wx_hi) = taps
+    rows = ctx.emit(g.TransposeOp, [x], perm=[0, 2, 3, 1])[0]
+    rows = m.cast(ctx.reshape(rows, (n * h * w, c)), work)
+    base = m.mul(ctx.reshape(m.cast(batch, np.int64), (r, 1, 1, 1, 1)),
+                 m.const(h * w, np.int64))  # fmt: skip
+    corners = []
+    for yi, wy in ((y_lo, wy_lo), (y_hi, wy_hi)):
+        row = m.add(base, m.mul(yi, m.const(w, np.int64)))
+        for xi, wx in ((x_lo, wx_lo), (x_hi, wx_hi)):
+            pixels = ctx.emit(g.GatherOp, [rows, m.add(row, xi)], axis=0)[0]
+            weight = ctx.reshape(m.mul(wy, wx), (r, oh, ratio, ow, ratio, 1))
+            corners.append(m.mul(weight, pixels))  # (R, OH, s, OW, s, C)
+    if mode == "avg":
+        total = m.add(m.add(corners[0], corners[1]), m.add(corners[2], corners[3]))
+        y = ctx.emit(g.ReduceSumOp, [total], axes=[2, 4], keepdims=0)[0]
+        y = m.div(y, float(ratio * ratio))
+    else:
+        top = m.op(g.MaxOp, m.op(g.MaxOp, corners[0], corners[1]),
+                   m.op(g.MaxOp, corners[2], corners[3]))  # fmt: skip
+        y = ctx.emit(g.ReduceMaxOp, [top], axes=[2, 4], keepdims=0)[0]
+    y = ctx.emit(g.TransposeOp, [y], perm=[0, 3, 1, 2])[0]
+    return [m.cast(y, xtype)]
