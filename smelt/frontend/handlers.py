@@ -7,6 +7,7 @@ from __future__ import annotations
 from smelt.frontend import (
     onnx_control,
     onnx_conv_transpose,
+    onnx_deform_conv,
     onnx_einsum,
     onnx_index,
     onnx_nn,
@@ -27,7 +28,8 @@ HANDLERS = merge(
     onnx_shapes.HANDLERS,  # reshape, transpose, concat, split, slice, gather, pad
     onnx_nn.HANDLERS,  # conv, pools, normalizations, softmax, matmul, gemm
     onnx_norms.HANDLERS,  # instance / Lp normalization, Lp / global max pools
-    onnx_conv_transpose.HANDLERS,
+    onnx_conv_transpose.HANDLERS,  # ConvTranspose, Col2Im
+    onnx_deform_conv.HANDLERS,
     onnx_resize.HANDLERS,  # Resize, Upsample
     onnx_sample.HANDLERS,  # GridSample, RoiAlign
     onnx_spectral.HANDLERS,  # DFT, STFT

@@ -64,7 +64,7 @@ def cubic_weights(m: Arith, t: Value, a: float = CUBIC_A) -> list[Value]:
     return [far(m.add(t, 1.0)), near(t), near(one_minus), far(m.sub(2.0, t))]
 
 
-def _taps(m: Arith, x: Value, mode: str) -> list[tuple[Value, Value | None]]:
+def axis_taps(m: Arith, x: Value, mode: str) -> list[tuple[Value, Value | None]]:
     """(source index as a float, weight or None) of every tap of one axis."""
     if mode == "nearest":
         return [(x, None)]
@@ -76,10 +76,11 @@ def _taps(m: Arith, x: Value, mode: str) -> list[tuple[Value, Value | None]]:
     return [(m.add(cell, float(k)), w) for k, w in zip((-1, 0, 1, 2), weights)]
 
 
-def _axis_index(
-    m: Arith, i: Value, size: int, padding: str, lo: float, hi: float
+def axis_index(
+    m: Arith, i: Value, size: int, padding: str, lo: float = 0.0, hi: float = 0.0
 ) -> tuple[Value, Value | None]:
-    """(int64 index inside [0, size), in-range mask or None) of float index i."""
+    """(int64 index inside [0, size), in-range mask or None) of float index i;
+    reflection folds it into [lo, hi] first."""
     inside = None
     if padding == "zeros":
         low_ok = m.op(g.GreaterEqualOp, i, 0.0)
@@ -125,7 +126,7 @@ def _grid_sample(ctx: NodeContext) -> list[Value]:
     if xtype.kind == "f":
         x = m.cast(x, work)
     dims = shape[2:]
-    axis_taps, axis_bounds = [], []
+    taps, bounds = [], []
     for i, d in enumerate(dims):
         # The grid lists coordinates innermost dim first: x (width), y, ...
         n = ctx.emit(g.GatherOp, [grid, m.const(k - 1 - i, np.int64)], axis=k + 1)[0]
@@ -141,9 +142,9 @@ def _grid_sample(ctx: NodeContext) -> list[Value]:
             c = m.where(m.less(c, lo), 0.0, m.where(m.greater(c, hi), d - 1.0, c))
         elif padding == "reflection":
             c = reflect(m, c, lo, hi)
-        axis_taps.append(_taps(m, c, mode))
-        axis_bounds.append((lo, hi))
-    y = _gather_taps(ctx, m, x, axis_taps, axis_bounds, padding)
+        taps.append(axis_taps(m, c, mode))
+        bounds.append((lo, hi))
+    y = _gather_taps(ctx, m, x, taps, bounds, padding)
     out = (shape[0], shape[1], *gshape[1:-1])
     perm = [0, k + 1, *range(1, k + 1)]
     y = ctx.emit(g.TransposeOp, [y], perm=perm)[0]
@@ -156,8 +157,8 @@ def _gather_taps(
     ctx: NodeContext,
     m: Arith,
     x: Value,
-    axis_taps: list[list[tuple[Value, Value | None]]],
-    axis_bounds: list[tuple[float, float]],
+    taps_per_axis: list[list[tuple[Value, Value | None]]],
+    bounds_per_axis: list[tuple[float, float]],
     padding: str,
 ) -> Value:
     """sum over every combination of one tap per axis of weight * pixel, the pixel
@@ -169,8 +170,8 @@ def _gather_taps(
     rows = ctx.reshape(rows, (n, math.prod(dims), c))
     strides = [math.prod(dims[i + 1 :]) for i in range(k)]
     indexed = [
-        [(*_axis_index(m, i, d, padding, *bounds), w) for i, w in taps]
-        for taps, d, bounds in zip(axis_taps, dims, axis_bounds)
+        [(*axis_index(m, i, d, padding, *bounds), w) for i, w in taps]
+        for taps, d, bounds in zip(taps_per_axis, dims, bounds_per_axis)
     ]
     total: Value | None = None
     for combo in itertools.product(*indexed):
