@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.registry import Table
@@ -207,6 +208,24 @@ def _where(ctx: NodeContext) -> list[Value]:
 def _cast(ctx: NodeContext) -> list[Value]:
     to = element_type(ctx.attr("to"), f"{ctx.label}: 'to'")
     return ctx.emit(g.CastOp, [ctx.inputs[0]], to=to)
+
+
+@handles("BitCast")
+def _bitcast(ctx: NodeContext) -> list[Value]:
+    """The input's bytes read as type `to` of the same width (no kernel)."""
+    x = ctx.inputs[0]
+    to = element_type(ctx.attr("to"), f"{ctx.label}: 'to'")
+    src = element_type_of(x)
+    if src == to:
+        return [x]
+    if dtypes.byte_size(src) != dtypes.byte_size(to):
+        raise SmeltError(
+            f"{ctx.label}: BitCast from {numpy_type_of(x)} to "
+            f"{dtypes.to_numpy(to)} changes the element width"
+        )
+    if to == dtypes.i1:
+        raise ctx.unsupported("BitCast to bool is not supported (bytes other than 0/1)")
+    return ctx.emit(g.BitcastOp, [x], to=to)
 
 
 @handles("CastLike")
