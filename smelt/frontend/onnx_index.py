@@ -2,7 +2,8 @@
 Trilu, OneHot, ReverseSequence (graph_index ops); Tile, DepthToSpace, SpaceToDepth
 (reshapes, expands and transposes); EyeLike, Range, Size (constants); Compress,
 NonZero, Unique (data-dependent shapes: folded when their input is a constant,
-refused otherwise). Listed in `frontend/handlers.py`.
+refused otherwise); NonMaxSuppression (refused: its output length is decided at run
+time). Listed in `frontend/handlers.py`.
 """
 
 from __future__ import annotations
@@ -236,3 +237,13 @@ def _non_zero(ctx: NodeContext) -> list[Value]:
 @handles("Unique")
 def _unique(ctx: NodeContext) -> list[Value]:
     raise _dynamic(ctx, "input", folds=False)
+
+
+@handles("NonMaxSuppression")
+def _non_max_suppression(ctx: NodeContext) -> list[Value]:
+    raise ctx.unsupported(
+        "NonMaxSuppression is not supported: the number of boxes it selects (its "
+        "output's length) depends on the scores and boxes at run time; "
+        f"{_STATIC}. Run it after the compiled model (e.g. with onnxruntime or "
+        "torchvision.ops.nms), cutting the model before it"
+    )
