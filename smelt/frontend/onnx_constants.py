@@ -59,14 +59,16 @@ _SHAPE_ONLY = ("Shape", "Size")
 
 
 def shape_inputs(model: onnx.ModelProto) -> set[str]:
-    """Names of the graph inputs whose values reach a shape-deciding operand of a
-    node of the main graph (`SHAPE_OPERANDS`), directly or through the nodes that
-    compute it (an op's function body written out computes Pad's pads from a
-    CenterCropPad's shape input); a Shape or Size node passes on no values."""
-    producer = {o: n for n in model.graph.node for o in n.output if o}
+    """Names of the graph inputs whose values reach a shape-deciding operand
+    (`SHAPE_OPERANDS`), directly or through the nodes that compute it (an op's
+    function body written out computes Pad's pads from a CenterCropPad's shape
+    input), subgraphs included: an If's or a Loop's outputs come from its
+    branches' or body's outputs. A Shape or Size node passes on no values."""
+    nodes = list(_nodes(model.graph))
+    producer = {o: n for n in nodes for o in n.output if o}
     stack = [
         node.input[i]
-        for node in model.graph.node
+        for node in nodes
         for i in SHAPE_OPERANDS.get(node.op_type, ())
         if i < len(node.input) and node.input[i]
     ]
@@ -77,13 +79,31 @@ def shape_inputs(model: onnx.ModelProto) -> set[str]:
             continue
         names.add(name)
         node = producer.get(name)
-        if node is not None and node.op_type not in _SHAPE_ONLY:
-            stack.extend(i for i in node.input if i)
+        if node is None or node.op_type in _SHAPE_ONLY:
+            continue
+        stack.extend(i for i in node.input if i)
+        for sub in _subgraphs(node):
+            stack.extend(o.name for o in sub.output)
     initializers = {t.name for t in model.graph.initializer}
     tensors = {
         i.name for i in model.graph.input if i.type.WhichOneof("value") == "tensor_type"
     }
     return names & (tensors - initializers)
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    graphs = []
+    for a in node.attribute:
+        graphs += [a.g] if a.HasField("g") else list(a.graphs)
+    return graphs
+
+
+def _nodes(graph: onnx.GraphProto):
+    """The nodes of `graph` and of its subgraphs, at every depth."""
+    for node in graph.node:
+        yield node
+        for sub in _subgraphs(node):
+            yield from _nodes(sub)
 
 
 def fix_inputs(
