@@ -1,6 +1,6 @@
 """ONNX handlers of the indexing ops: GatherElements, GatherND, Scatter(Elements/ND),
-Trilu, OneHot, ReverseSequence (graph_index ops); Tile, DepthToSpace, SpaceToDepth
-(reshapes, expands and transposes); EyeLike, Range, Size (constants); Compress,
+TensorScatter, Trilu, OneHot, ReverseSequence (graph_index ops); Tile, DepthToSpace,
+SpaceToDepth (reshapes, expands and transposes); EyeLike, Range, Size (constants); Compress,
 NonZero, Unique (data-dependent shapes: folded when their input is a constant,
 refused otherwise); NonMaxSuppression (refused: its output length is decided at run
 time). Listed in `frontend/handlers.py`.
@@ -60,6 +60,44 @@ def _scatter_elements(ctx: NodeContext) -> list[Value]:
 @handles("ScatterND")
 def _scatter_nd(ctx: NodeContext) -> list[Value]:
     return ctx.emit(g.ScatterNDOp, ctx.inputs[:3], reduction=_reduction(ctx))
+
+
+@handles("TensorScatter")
+def _tensor_scatter(ctx: NodeContext) -> list[Value]:
+    """A KV-cache write: update's rows along `axis` go to rows write_indices[b] +
+    j (mod the cache length, circular) of each batch's cache; a ScatterElements
+    with those rows as indices."""
+    past, update, where = ctx.inputs[0], ctx.inputs[1], ctx.input(2)
+    shape, ushape = shape_of(past), shape_of(update)
+    rank = len(shape)
+    axis = axis_of(ctx, ctx.attr("axis", -2), rank)
+    mode = ctx.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise SmeltError(f"{ctx.label}: unknown mode '{mode}'")
+    if (
+        axis == 0 or len(ushape) != rank or ushape[axis] > shape[axis]
+        or any(u != d for i, (u, d) in enumerate(zip(ushape, shape)) if i != axis)
+    ):  # fmt: skip
+        raise SmeltError(
+            f"{ctx.label}: update {list(ushape)} does not fit the cache {list(shape)} "
+            f"along axis {axis} (not the batch axis)"
+        )
+    batch, length = shape[0], ushape[axis]
+    if where is None:
+        where = Const(np.zeros(batch, np.int64))
+    elif shape_of(where) != (batch,):
+        raise SmeltError(f"{ctx.label}: write_indices must have shape ({batch},)")
+    along = [1] * rank
+    along[axis] = length
+    start = ctx.reshape(where, (batch, *[1] * (rank - 1)))
+    rows = ctx.emit(g.AddOp, [start, Const(np.arange(length).reshape(along))])[0]
+    if mode == "circular":
+        size = Const(np.array(shape[axis], np.int64))
+        rows = ctx.emit(g.ModOp, [rows, size], fmod=0)[0]
+    rows = ctx.emit(g.ExpandOp, [rows], shape=list(ushape))[0]
+    return ctx.emit(
+        g.ScatterElementsOp, [past, rows, update], axis=axis, reduction="none"
+    )
 
 
 # --- positions ----------------------------------------------------------------------
