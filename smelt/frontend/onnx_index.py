@@ -1,8 +1,8 @@
 """ONNX handlers of the indexing ops: GatherElements, GatherND, Scatter(Elements/ND),
 TensorScatter, Trilu, OneHot, ReverseSequence (graph_index ops); Tile, DepthToSpace,
-SpaceToDepth (reshapes, expands and transposes); EyeLike, Range, Size (constants); Compress,
-NonZero, Unique (data-dependent shapes: folded when their input is a constant,
-refused otherwise); NonMaxSuppression (refused: its output length is decided at run
+SpaceToDepth (reshapes, expands and transposes); EyeLike, Range, Size (constants);
+Compress, NonZero, Unique (data-dependent shapes: folded when their input is a
+constant, refused otherwise); NonMaxSuppression (refused: its output length is decided at run
 time). Listed in `frontend/handlers.py`.
 """
 
