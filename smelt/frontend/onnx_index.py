@@ -2,8 +2,8 @@
 TensorScatter, Trilu, OneHot, ReverseSequence (graph_index ops); Tile, DepthToSpace,
 SpaceToDepth (reshapes, expands and transposes); EyeLike, Range, Size (constants);
 Compress, NonZero, Unique (data-dependent shapes: folded when their input is a
-constant, refused otherwise); NonMaxSuppression (refused: its output length is decided at run
-time). Listed in `frontend/handlers.py`.
+constant, refused otherwise); NonMaxSuppression (refused: its output length is
+decided at run time). Listed in `frontend/handlers.py`.
 """
 
 from __future__ import annotations
