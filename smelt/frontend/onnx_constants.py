@@ -53,6 +53,7 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "HammingWindow": (0,),
     "BlackmanWindow": (0,),
     "Col2Im": (1, 2),  # image_shape and block_shape
+    "MaxUnpool": (2,),  # output_shape
 }
 # Ops whose outputs do not depend on their inputs' values, only on their shapes.
 _SHAPE_ONLY = ("Shape", "Size")
