@@ -10,6 +10,7 @@ from smelt.frontend import (
     onnx_deform_conv,
     onnx_einsum,
     onnx_index,
+    onnx_linalg,
     onnx_nn,
     onnx_norms,
     onnx_ops,
@@ -36,6 +37,7 @@ HANDLERS = merge(
     onnx_einsum.HANDLERS,
     onnx_scan.HANDLERS,  # arg-reductions, cumulative sums, top-k, log-softmax
     onnx_index.HANDLERS,  # gathers and scatters by index, one-hot, trilu, range
+    onnx_linalg.HANDLERS,  # Det
     onnx_rnn.HANDLERS,  # LSTM, GRU, RNN
     onnx_quant.HANDLERS,  # QDQ and QOperator ops
     onnx_control.HANDLERS,  # If, Loop, Scan (folded or unrolled at import)
