@@ -240,12 +240,17 @@ def _cast_like(ctx: NodeContext) -> list[Value]:
 
 @handles("Dropout")
 def _dropout(ctx: NodeContext) -> list[Value]:
-    if ctx.output_used(1):
-        raise ctx.unsupported("the mask output of Dropout (training) is not supported")
-    training = ctx.const(2, "training_mode") if ctx.opset >= 12 else None
+    """Inference: y = x, and the mask (when used) keeps every element."""
+    what = "training_mode (smelt compiles inference: a constant false)"
+    training = ctx.const(2, what) if ctx.opset >= 12 else None
     if training is not None and bool(training.reshape(-1)[0]):
         raise ctx.unsupported("Dropout in training mode is not supported")
-    return ctx.emit(g.DropoutOp, [ctx.inputs[0]])
+    x = ctx.inputs[0]
+    y = ctx.emit(g.DropoutOp, [x])
+    if ctx.output_used(1):
+        true = Const(np.ones((1,) * len(shape_of(x)), np.bool_))
+        y += ctx.emit(g.ExpandOp, [true], shape=list(shape_of(x)))
+    return y
 
 
 # --- reductions ----------------------------------------------------------------------
