@@ -33,7 +33,7 @@ HANDLERS = merge(
     onnx_deform_conv.HANDLERS,
     onnx_resize.HANDLERS,  # Resize, Upsample
     onnx_sample.HANDLERS,  # GridSample, RoiAlign
-    onnx_spectral.HANDLERS,  # DFT, STFT
+    onnx_spectral.HANDLERS,  # DFT, STFT, MelWeightMatrix
     onnx_einsum.HANDLERS,
     onnx_scan.HANDLERS,  # arg-reductions, cumulative sums, top-k, log-softmax
     onnx_index.HANDLERS,  # gathers and scatters by index, one-hot, trilu, range

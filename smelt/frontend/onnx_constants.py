@@ -54,6 +54,7 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "BlackmanWindow": (0,),
     "Col2Im": (1, 2),  # image_shape and block_shape
     "MaxUnpool": (2,),  # output_shape
+    "MelWeightMatrix": (0, 1),  # num_mel_bins and dft_length
 }
 # Ops whose outputs do not depend on their inputs' values, only on their shapes.
 _SHAPE_ONLY = ("Shape", "Size")

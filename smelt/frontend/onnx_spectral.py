@@ -1,4 +1,5 @@
-"""ONNX DFT and STFT as matmuls with constant Fourier matrices.
+"""ONNX DFT and STFT as matmuls with constant Fourier matrices; MelWeightMatrix as
+elementwise math over its bins.
 
 Every DFT variant (forward or inverse, real or complex input, one-sided output or
 a one-sided input expanded to a real signal) is linear in the input, so with a
@@ -18,7 +19,15 @@ import numpy as np
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
-from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
+from smelt.frontend.onnx import (
+    Const,
+    NodeContext,
+    Value,
+    element_type,
+    numpy_type_of,
+    shape_of,
+)
+from smelt.frontend.onnx_arith import Arith
 from smelt.frontend.onnx_ops import axis_of
 from smelt.registry import Table
 
@@ -186,3 +195,50 @@ def _stft(ctx: NodeContext) -> list[Value]:
         y = ctx.emit(g.MulOp, [y, ctx.reshape(window, (1, 1, length, 1))])[0]
     onesided = bool(ctx.attr("onesided", 1))
     return [dft(ctx, y, 2, length, False, onesided)]
+
+
+@handles("MelWeightMatrix")
+def _mel_weight_matrix(ctx: NodeContext) -> list[Value]:
+    """Triangular filters over the spectrogram bins, one per mel bin: the band
+    edges are mel-spaced frequencies (computed at run time from sample_rate and
+    the edge frequencies, in f64) floored to bins; the weights rise from a
+    filter's lower edge to its center and fall to its upper edge."""
+    mels = _scalar(ctx, 0, "num_mel_bins (it decides the output shape)")
+    length = _scalar(ctx, 1, "dft_length (it decides the output shape)")
+    if mels is None or length is None or mels < 1 or length < 1:
+        raise SmeltError(f"{ctx.label}: needs positive num_mel_bins and dft_length")
+    rate, low, high = ctx.inputs[2:5]
+    m = Arith(ctx, np.float64)
+    to_mel = 2595.0 / math.log(10)
+
+    def mel(hz: Value) -> Value:
+        return m.mul(m.op(g.LogOp, m.add(m.div(m.cast(hz, np.float64), 700.0), 1.0)),
+                     to_mel)  # fmt: skip
+
+    low_mel, high_mel = mel(low), mel(high)
+    step = m.div(m.sub(high_mel, low_mel), float(mels + 2))
+    points = m.add(m.mul(np.arange(mels + 2, dtype=np.float64), step), low_mel)
+    hz = m.mul(m.sub(m.op(g.ExpOp, m.div(points, to_mel)), 1.0), 700.0)
+    edges = m.floor(m.div(m.mul(hz, float(length + 1)), m.cast(rate, np.float64)))
+    lo, center, hi = (
+        ctx.reshape(_slice(ctx, edges, s, s + mels), (1, mels)) for s in (0, 1, 2)
+    )
+    j = np.arange(length // 2 + 1, dtype=np.float64).reshape(-1, 1)
+    ge, le, lt, eq = g.GreaterEqualOp, g.LessEqualOp, g.LessOp, g.EqualOp
+    rise_span, fall_span = m.sub(center, lo), m.sub(hi, center)
+    rising = m.both(m.both(m.op(ge, j, lo), m.op(le, j, center)),
+                    m.greater(rise_span, 0.0))  # fmt: skip
+    falling = m.both(m.both(m.op(ge, j, center), m.op(lt, j, hi)),
+                     m.greater(fall_span, 0.0))  # fmt: skip
+    peak = m.both(m.op(eq, rise_span, 0.0), m.op(eq, j, center))
+    safe_rise = m.where(rising, rise_span, 1.0)
+    safe_fall = m.where(falling, fall_span, 1.0)
+    up = m.div(m.sub(j, lo), safe_rise)
+    down = m.div(m.sub(hi, j), safe_fall)
+    weights = m.where(falling, down, m.where(rising, up, m.where(peak, 1.0, 0.0)))
+    to = element_type(ctx.attr("output_datatype", 1), f"{ctx.label}: output_datatype")
+    return [m.cast(weights, dtypes.to_numpy(to))]
+
+
+def _slice(ctx: NodeContext, x: Value, start: int, end: int) -> Value:
+    return ctx.emit(g.SliceOp, [x], starts=[start], ends=[end], steps=[1])[0]
