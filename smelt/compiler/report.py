@@ -38,7 +38,8 @@ def _main(module: ModuleOp) -> func.FuncOp | None:
 
 def _source(value: SSAValue) -> SSAValue:
     """Looks through views to the value a kernel wrote."""
-    while isinstance(value.owner, graph.ReshapeOp | graph.IdentityOp | graph.DropoutOp | loop.ViewOp):
+    views = (graph.ReshapeOp, graph.BitcastOp, graph.IdentityOp, graph.DropoutOp)
+    while isinstance(value.owner, views + (loop.ViewOp,)):
         value = value.owner.operands[0]
     return value
 

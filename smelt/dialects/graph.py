@@ -94,6 +94,7 @@ Graph = Dialect(
         BatchNormOp,
         LrnOp,
         ReshapeOp,
+        BitcastOp,
         ExpandOp,
         TransposeOp,
         ConcatOp,

@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
+from xdsl.ir import TypeAttribute
 from xdsl.irdl import (
     attr_def,
     irdl_op_definition,
@@ -53,6 +54,28 @@ class ReshapeOp(GraphOp):
             shape_of(src)
         ) != math.prod(shape_of(dst)):
             raise VerifyException(f"cannot reshape {src} to {dst}")
+
+
+@irdl_op_definition
+class BitcastOp(GraphOp):
+    """The same bytes seen as element type `to` of the same width (ONNX BitCast);
+    bools come only from bools (other bytes are no valid bool)."""
+
+    KERNEL_FREE: ClassVar[bool] = True
+
+    name = "graph.bitcast"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    to = attr_def(TypeAttribute)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        src, to = types[0].element_type, attrs["to"]
+        if dtypes.byte_size(src) != dtypes.byte_size(to):
+            raise VerifyException(f"cannot bitcast {src} to {to}: widths differ")
+        if to == dtypes.i1 and src != dtypes.i1:
+            raise VerifyException(f"cannot bitcast {src} to i1 (bytes other than 0/1)")
+        return [tensor(to, shape_of(types[0]))]
 
 
 @irdl_op_definition

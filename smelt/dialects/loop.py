@@ -47,6 +47,8 @@ from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
+from smelt.dialects import dtypes
+
 PARALLEL = "parallel"
 REDUCTION = "reduction"
 KERNEL_ATTR = "loop.kernel"
@@ -269,7 +271,8 @@ class ConstantOp(IRDLOperation):
 
 @irdl_op_definition
 class ViewOp(IRDLOperation):
-    """The same bytes seen with another shape (reshape of a contiguous buffer)."""
+    """The same bytes seen with another shape (reshape of a contiguous buffer) or
+    another element type of the same width (bitcast)."""
 
     name = "loop.view"
     source = operand_def(MemRefType)
@@ -282,7 +285,8 @@ class ViewOp(IRDLOperation):
 
     def verify_(self) -> None:
         src, dst = self.source.type, self.result.type
-        if src.element_type != dst.element_type or _numel(src) != _numel(dst):
+        width = dtypes.byte_size(src.element_type)
+        if width != dtypes.byte_size(dst.element_type) or _numel(src) != _numel(dst):
             raise VerifyException(f"loop.view cannot see {src} as {dst}")
 
 

@@ -207,6 +207,8 @@ class _Importer:
         self.opset = next(
             (o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 1
         )
+        # other domains' opsets: their ops onnx defines as functions expand too
+        self.domain_opsets = {o.domain: o.version for o in model.opset_import}
         self.input_shapes = input_shapes
         self.values: dict[str, Any] = {}
         self.block = Block()  # replaced in _inputs, once the input types are known
@@ -452,8 +454,11 @@ class _Importer:
     def _is_function(self, node: onnx.NodeProto, opset: int) -> bool:
         if (node.domain, node.op_type) in self.functions:
             return True
-        return node.domain in DEFAULT_DOMAINS and onnx_functions.has_function(
-            node.op_type, opset
+        if node.domain in DEFAULT_DOMAINS:
+            return onnx_functions.has_function(node.op_type, opset)
+        version = self.domain_opsets.get(node.domain)
+        return version is not None and onnx_functions.has_function(
+            node.op_type, version, node.domain
         )
 
     def _function_body(
@@ -463,11 +468,15 @@ class _Importer:
         a function of the model; Unsupported when there is none."""
         local = self.functions.get((node.domain, node.op_type))
         function, defaults = local, {}
-        if local is None and node.domain in DEFAULT_DOMAINS:
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        version = opset if not domain else self.domain_opsets.get(domain)
+        if local is None and version is not None:
             types = [None if v is None else _type_proto(v) for v in inputs]
-            function = onnx_functions.schema_function(node, opset, types)
+            function = onnx_functions.schema_function(node, version, types)
             if function is not None:
-                defaults = onnx_functions.schema_defaults(node.op_type, opset)
+                defaults = onnx_functions.schema_defaults(
+                    node.op_type, version, domain
+                )
         if function is None:
             raise Unsupported(
                 f"{label}: op {node.op_type} is not supported for these input "

@@ -46,19 +46,66 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Range": (0, 1, 2),
     "AffineGrid": (1,),  # the output grid's size
     "Loop": (0, 1),  # trip count and condition: the scan outputs' length
+    "DFT": (1, 2),  # dft_length and (opset 20) axis
+    "STFT": (1, 3),  # frame_step and frame_length: the frames and bins
+    "CenterCropPad": (1,),  # the output shape
+    "HannWindow": (0,),  # the window's length
+    "HammingWindow": (0,),
+    "BlackmanWindow": (0,),
+    "Col2Im": (1, 2),  # image_shape and block_shape
+    "MaxUnpool": (2,),  # output_shape
+    "MelWeightMatrix": (0, 1),  # num_mel_bins and dft_length
 }
+# Ops whose outputs do not depend on their inputs' values, only on their shapes.
+_SHAPE_ONLY = ("Shape", "Size")
 
 
 def shape_inputs(model: onnx.ModelProto) -> set[str]:
-    """Names of the graph inputs that feed a shape-deciding operand of a node of
-    the main graph (`SHAPE_OPERANDS`)."""
-    names = set()
-    for node in model.graph.node:
-        for i in SHAPE_OPERANDS.get(node.op_type, ()):
-            if i < len(node.input) and node.input[i]:
-                names.add(node.input[i])
+    """Names of the graph inputs whose values reach a shape-deciding operand
+    (`SHAPE_OPERANDS`), directly or through the nodes that compute it (an op's
+    function body written out computes Pad's pads from a CenterCropPad's shape
+    input), subgraphs included: an If's or a Loop's outputs come from its
+    branches' or body's outputs. A Shape or Size node passes on no values."""
+    nodes = list(_nodes(model.graph))
+    producer = {o: n for n in nodes for o in n.output if o}
+    stack = [
+        node.input[i]
+        for node in nodes
+        for i in SHAPE_OPERANDS.get(node.op_type, ())
+        if i < len(node.input) and node.input[i]
+    ]
+    names: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in names:
+            continue
+        names.add(name)
+        node = producer.get(name)
+        if node is None or node.op_type in _SHAPE_ONLY:
+            continue
+        stack.extend(i for i in node.input if i)
+        for sub in _subgraphs(node):
+            stack.extend(o.name for o in sub.output)
     initializers = {t.name for t in model.graph.initializer}
-    return names & ({i.name for i in model.graph.input} - initializers)
+    tensors = {
+        i.name for i in model.graph.input if i.type.WhichOneof("value") == "tensor_type"
+    }
+    return names & (tensors - initializers)
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    graphs = []
+    for a in node.attribute:
+        graphs += [a.g] if a.HasField("g") else list(a.graphs)
+    return graphs
+
+
+def _nodes(graph: onnx.GraphProto):
+    """The nodes of `graph` and of its subgraphs, at every depth."""
+    for node in graph.node:
+        yield node
+        for sub in _subgraphs(node):
+            yield from _nodes(sub)
 
 
 def fix_inputs(

@@ -9,11 +9,18 @@ correlation of x' (padded by (K - 1) * dilation - pad_lo before, the same less
 pad_hi plus output_padding after) with the flipped kernel. 1-D runs as 2-D of
 height 1; 3-D as a sum over the kernel depth of 2-D convs with the depth folded
 into the batch. The weight transform folds at import when the weight is constant.
+
+Col2Im, the scatter-add half of a transposed convolution, is a sum over the block
+offsets of the input's columns for that offset, spread by the strides (`_dilate`)
+and placed at the offset times the dilation (a slice and a pad).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import itertools
+import math
 
 import numpy as np
 
@@ -235,3 +242,68 @@ def _conv_weight(ctx: NodeContext, w: Value, group: int) -> Value:
         ends=[group * c_out_g, c_in // group, *(-1 for _ in kernel)],
         steps=[1, 1, *(-1 for _ in kernel)],
     )[0]
+
+
+def _ints(ctx: NodeContext, i: int, what: str) -> list[int]:
+    value = ctx.const(i, f"{what} (it decides the output shape)")
+    return [int(v) for v in value.reshape(-1)]
+
+
+@handles("Col2Im")
+def _col2im(ctx: NodeContext) -> list[Value]:
+    x = ctx.inputs[0]
+    image, block = _ints(ctx, 1, "image_shape"), _ints(ctx, 2, "block_shape")
+    k, shape = len(image), shape_of(x)
+    dilations = list(ctx.attr("dilations", [1] * k))
+    pads = list(ctx.attr("pads", [0] * 2 * k))
+    strides = list(ctx.attr("strides", [1] * k))
+    size = math.prod(block)
+    if (
+        len(shape) != 3 or k == 0 or len(block) != k or len(dilations) != k
+        or len(pads) != 2 * k or len(strides) != k
+        or min(*image, *block, *dilations, *strides) <= 0 or min(pads) < 0
+        or shape[1] % size
+    ):  # fmt: skip
+        raise SmeltError(
+            f"{ctx.label}: input {list(shape)} (N, C * prod(block_shape), L), "
+            f"image_shape {image}, block_shape {block}, dilations {dilations}, "
+            f"pads {pads} and strides {strides} do not fit together"
+        )
+    counts = [
+        (image[d] + pads[d] + pads[d + k] - dilations[d] * (block[d] - 1) - 1)
+        // strides[d] + 1
+        for d in range(k)
+    ]
+    if min(counts) < 1 or math.prod(counts) != shape[2]:
+        raise SmeltError(
+            f"{ctx.label}: image_shape {image} holds {counts} blocks, not the "
+            f"input's {shape[2]}"
+        )
+    n, c = shape[0], shape[1] // size
+    cols = _dilate(ctx, ctx.reshape(x, (n, shape[1], *counts)), strides)
+    spread = shape_of(cols)[2:]
+    cols = ctx.reshape(cols, (n, c, *block, *spread))
+    zero = Const(np.zeros((), numpy_type_of(x)))
+    total: Value | None = None
+    for offset in itertools.product(*(range(b) for b in block)):
+        starts = [o * dl - p for o, dl, p in zip(offset, dilations, pads)]
+        lo = [max(0, -s) for s in starts]
+        hi = [min(sp, im - s) for sp, im, s in zip(spread, image, starts)]
+        if any(h <= l for l, h in zip(lo, hi)):
+            continue  # these columns fall in the pads only
+        part = ctx.emit(
+            g.SliceOp, [cols],
+            starts=[0, 0, *offset, *lo],
+            ends=[n, c, *(o + 1 for o in offset), *hi],
+            steps=[1] * (2 + 2 * k),
+        )[0]  # fmt: skip
+        part = ctx.reshape(part, (n, c, *(h - l for l, h in zip(lo, hi))))
+        before = [max(0, s) for s in starts]
+        after = [im - b - (h - l) for im, b, l, h in zip(image, before, lo, hi)]
+        if any(before) or any(after):
+            pad = [0, 0, *before, 0, 0, *after]
+            part = ctx.emit(g.PadOp, [part, zero], pads=pad, mode="constant")[0]
+        total = part if total is None else ctx.emit(g.AddOp, [total, part])[0]
+    if total is None:
+        return [Const(np.zeros((n, c, *image), numpy_type_of(x)))]
+    return [total]

@@ -26,10 +26,10 @@ class Body:
     opset: int
 
 
-def has_function(op_type: str, opset: int) -> bool:
-    """Whether onnx defines default-domain `op_type` at `opset` as a function."""
+def has_function(op_type: str, opset: int, domain: str = "") -> bool:
+    """Whether onnx defines `op_type` of `domain` at `opset` as a function."""
     try:
-        schema = defs.get_schema(op_type, opset, "")
+        schema = defs.get_schema(op_type, opset, domain)
     except defs.SchemaError:
         return False
     return schema.has_function or schema.has_context_dependent_function
@@ -38,14 +38,16 @@ def has_function(op_type: str, opset: int) -> bool:
 def schema_function(
     node: onnx.NodeProto, opset: int, input_types: Sequence[onnx.TypeProto | None]
 ) -> onnx.FunctionProto | None:
-    """onnx's function body of default-domain `node` at `opset`, if it has one
-    (`input_types`: one per node input, None for an absent optional one).
+    """onnx's function body of `node` at `opset` (of the node's domain: the default
+    one, or another that onnx defines schemas for, such as ai.onnx.preview), if it
+    has one (`input_types`: one per node input, None for an absent optional one).
 
     A schema may carry bodies for several opsets (the body's own ops change with
     the opset); the newest one not newer than the model's is used, else the oldest.
     """
+    domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
     try:
-        schema = defs.get_schema(node.op_type, opset, "")
+        schema = defs.get_schema(node.op_type, opset, domain)
     except defs.SchemaError:
         return None
     if schema.has_function:
@@ -198,9 +200,11 @@ def _resolve(
     return out
 
 
-def schema_defaults(op_type: str, opset: int) -> dict[str, onnx.AttributeProto]:
+def schema_defaults(
+    op_type: str, opset: int, domain: str = ""
+) -> dict[str, onnx.AttributeProto]:
     """The default attribute values of `op_type`'s schema, by name."""
-    schema = defs.get_schema(op_type, opset, "")
+    schema = defs.get_schema(op_type, opset, domain)
     out = {}
     for name, a in schema.attributes.items():
         if a.default_value.type != onnx.AttributeProto.UNDEFINED:

@@ -1,8 +1,9 @@
 """ONNX handlers of the indexing ops: GatherElements, GatherND, Scatter(Elements/ND),
-Trilu, OneHot, ReverseSequence (graph_index ops); Tile, DepthToSpace, SpaceToDepth
-(reshapes, expands and transposes); EyeLike, Range, Size (constants); Compress,
-NonZero, Unique (data-dependent shapes: folded when their input is a constant,
-refused otherwise). Listed in `frontend/handlers.py`.
+TensorScatter, MaxUnpool, Trilu, OneHot, ReverseSequence (graph_index ops); Tile,
+DepthToSpace, SpaceToDepth (reshapes, expands and transposes); EyeLike, Range, Size
+(constants); Compress, NonZero, Unique (data-dependent shapes: folded when their
+input is a constant, refused otherwise); NonMaxSuppression (refused: its output
+length is decided at run time). Listed in `frontend/handlers.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import numpy as np
 
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
-from smelt.frontend.onnx import Const, NodeContext, Value, element_type, shape_of
+from smelt.frontend.onnx import (
+    Const,
+    NodeContext,
+    Value,
+    element_type,
+    numpy_type_of,
+    shape_of,
+)
 from smelt.frontend.onnx_ops import axis_of
 from smelt.registry import Table
 
@@ -59,6 +67,87 @@ def _scatter_elements(ctx: NodeContext) -> list[Value]:
 @handles("ScatterND")
 def _scatter_nd(ctx: NodeContext) -> list[Value]:
     return ctx.emit(g.ScatterNDOp, ctx.inputs[:3], reduction=_reduction(ctx))
+
+
+@handles("TensorScatter")
+def _tensor_scatter(ctx: NodeContext) -> list[Value]:
+    """A KV-cache write: update's rows along `axis` go to rows write_indices[b] +
+    j (mod the cache length, circular) of each batch's cache; a ScatterElements
+    with those rows as indices."""
+    past, update, where = ctx.inputs[0], ctx.inputs[1], ctx.input(2)
+    shape, ushape = shape_of(past), shape_of(update)
+    rank = len(shape)
+    axis = axis_of(ctx, ctx.attr("axis", -2), rank)
+    mode = ctx.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise SmeltError(f"{ctx.label}: unknown mode '{mode}'")
+    if (
+        axis == 0 or len(ushape) != rank or ushape[axis] > shape[axis]
+        or any(u != d for i, (u, d) in enumerate(zip(ushape, shape)) if i != axis)
+    ):  # fmt: skip
+        raise SmeltError(
+            f"{ctx.label}: update {list(ushape)} does not fit the cache {list(shape)} "
+            f"along axis {axis} (not the batch axis)"
+        )
+    batch, length = shape[0], ushape[axis]
+    if where is None:
+        where = Const(np.zeros(batch, np.int64))
+    elif shape_of(where) != (batch,):
+        raise SmeltError(f"{ctx.label}: write_indices must have shape ({batch},)")
+    along = [1] * rank
+    along[axis] = length
+    start = ctx.reshape(where, (batch, *[1] * (rank - 1)))
+    rows = ctx.emit(g.AddOp, [start, Const(np.arange(length).reshape(along))])[0]
+    if mode == "circular":
+        size = Const(np.array(shape[axis], np.int64))
+        rows = ctx.emit(g.ModOp, [rows, size], fmod=0)[0]
+    rows = ctx.emit(g.ExpandOp, [rows], shape=list(ushape))[0]
+    return ctx.emit(
+        g.ScatterElementsOp, [past, rows, update], axis=axis, reduction="none"
+    )
+
+
+@handles("MaxUnpool")
+def _max_unpool(ctx: NodeContext) -> list[Value]:
+    """Each value of X written at its flat index (MaxPool's Indices output) into
+    zeros of the unpooled shape (a ScatterElements on the flattened tensor)."""
+    x, indices = ctx.inputs[:2]
+    shape = shape_of(x)
+    k = len(shape) - 2
+    kernel = list(ctx.attr("kernel_shape", []))
+    strides = list(ctx.attr("strides", [1] * k))
+    pads = list(ctx.attr("pads", [0] * 2 * k))
+    if k < 1 or len(kernel) != k or len(strides) != k or len(pads) != 2 * k:
+        raise SmeltError(
+            f"{ctx.label}: kernel_shape {kernel}, strides {strides} and pads {pads} "
+            f"do not fit X of shape {list(shape)}"
+        )
+    if shape_of(indices) != shape:
+        raise SmeltError(f"{ctx.label}: I must have X's shape {list(shape)}")
+    full = [*shape[:2]] + [
+        (shape[2 + d] - 1) * strides[d] - pads[d] - pads[d + k] + kernel[d]
+        for d in range(k)
+    ]
+    given = ctx.const(2, "output_shape (it decides the output shape)")
+    out = full if given is None else [int(v) for v in given.reshape(-1)]
+    if min(full) < 1:
+        raise SmeltError(f"{ctx.label}: the unpooled shape {full} is empty")
+    if out != full:
+        raise ctx.unsupported(
+            f"MaxUnpool to an output_shape {out} other than the unpooled shape "
+            f"{full} is not supported: onnx's reference reads the indices in the "
+            "unpooled shape and pads, onnxruntime and PyTorch read them in "
+            "output_shape; smelt does not pick one"
+        )
+    zero = Const(np.zeros((1,), numpy_type_of(x)))
+    total = math.prod(full)
+    y = ctx.emit(g.ExpandOp, [zero], shape=[total])[0]
+    flat = ctx.reshape(indices, (math.prod(shape),))
+    values = ctx.reshape(x, (math.prod(shape),))
+    y = ctx.emit(
+        g.ScatterElementsOp, [y, flat, values], axis=0, reduction="none"
+    )[0]
+    return [ctx.reshape(y, full)]
 
 
 # --- positions ----------------------------------------------------------------------
@@ -236,3 +325,13 @@ def _non_zero(ctx: NodeContext) -> list[Value]:
 @handles("Unique")
 def _unique(ctx: NodeContext) -> list[Value]:
     raise _dynamic(ctx, "input", folds=False)
+
+
+@handles("NonMaxSuppression")
+def _non_max_suppression(ctx: NodeContext) -> list[Value]:
+    raise ctx.unsupported(
+        "NonMaxSuppression is not supported: the number of boxes it selects (its "
+        "output's length) depends on the scores and boxes at run time; "
+        f"{_STATIC}. Run it after the compiled model (e.g. with onnxruntime or "
+        "torchvision.ops.nms), cutting the model before it"
+    )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.registry import Table
@@ -209,6 +210,24 @@ def _cast(ctx: NodeContext) -> list[Value]:
     return ctx.emit(g.CastOp, [ctx.inputs[0]], to=to)
 
 
+@handles("BitCast")
+def _bitcast(ctx: NodeContext) -> list[Value]:
+    """The input's bytes read as type `to` of the same width (no kernel)."""
+    x = ctx.inputs[0]
+    to = element_type(ctx.attr("to"), f"{ctx.label}: 'to'")
+    src = element_type_of(x)
+    if src == to:
+        return [x]
+    if dtypes.byte_size(src) != dtypes.byte_size(to):
+        raise SmeltError(
+            f"{ctx.label}: BitCast from {numpy_type_of(x)} to "
+            f"{dtypes.to_numpy(to)} changes the element width"
+        )
+    if to == dtypes.i1:
+        raise ctx.unsupported("BitCast to bool is not supported (bytes other than 0/1)")
+    return ctx.emit(g.BitcastOp, [x], to=to)
+
+
 @handles("CastLike")
 def _cast_like(ctx: NodeContext) -> list[Value]:
     """Cast to the element type of the second input (whose values are unused)."""
@@ -221,12 +240,17 @@ def _cast_like(ctx: NodeContext) -> list[Value]:
 
 @handles("Dropout")
 def _dropout(ctx: NodeContext) -> list[Value]:
-    if ctx.output_used(1):
-        raise ctx.unsupported("the mask output of Dropout (training) is not supported")
-    training = ctx.const(2, "training_mode") if ctx.opset >= 12 else None
+    """Inference: y = x, and the mask (when used) keeps every element."""
+    what = "training_mode (smelt compiles inference: a constant false)"
+    training = ctx.const(2, what) if ctx.opset >= 12 else None
     if training is not None and bool(training.reshape(-1)[0]):
         raise ctx.unsupported("Dropout in training mode is not supported")
-    return ctx.emit(g.DropoutOp, [ctx.inputs[0]])
+    x = ctx.inputs[0]
+    y = ctx.emit(g.DropoutOp, [x])
+    if ctx.output_used(1):
+        true = Const(np.ones((1,) * len(shape_of(x)), np.bool_))
+        y += ctx.emit(g.ExpandOp, [true], shape=list(shape_of(x)))
+    return y
 
 
 # --- reductions ----------------------------------------------------------------------

@@ -142,6 +142,25 @@ def _with_output_types(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
+def _stft_onesided(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model`, or a copy whose main-graph STFT nodes spell out `onesided`: the
+    schema's default is 1 (onnx's reference and onnxruntime use it), but onnx's
+    shape inference reads an absent onesided as 0 and rejects the right shape."""
+    if not any(
+        n.op_type == "STFT" and n.domain in DEFAULT_DOMAINS
+        and all(a.name != "onesided" for a in n.attribute)
+        for n in model.graph.node
+    ):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for n in copy.graph.node:
+        if n.op_type == "STFT" and n.domain in DEFAULT_DOMAINS:
+            if all(a.name != "onesided" for a in n.attribute):
+                n.attribute.append(helper.make_attribute("onesided", 1))
+    return copy
+
+
 # Formalities the checker insists on and onnxruntime does not (nor smelt, whose
 # import has succeeded by now): every graph input and output typed and shaped
 # (runtimes infer them), and before IR version 4 every initializer listed as a
@@ -162,7 +181,8 @@ def full_check(model: onnx.ModelProto) -> None:
     if model is None:
         return  # external tensors in subgraphs or attributes: see _external_as_inputs
     try:
-        onnx.checker.check_model(_with_output_types(model), full_check=True)
+        checked = _with_output_types(_stft_onesided(model))
+        onnx.checker.check_model(checked, full_check=True)
     except Exception as e:  # noqa: BLE001 (the checker's errors have no common base)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if first.startswith(_INFERRED_BY_RUNTIMES) or _IR3_INITIALIZER in first:

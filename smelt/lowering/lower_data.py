@@ -40,6 +40,12 @@ def lower_reshape(ctx: LoweringContext, op: graph.ReshapeOp) -> None:
     ctx.bind(op.result, ctx.emit(view))
 
 
+def lower_bitcast(ctx: LoweringContext, op: graph.BitcastOp) -> None:
+    """The same bytes typed as the result (a view: no kernel)."""
+    view = loop.ViewOp(ctx.buffer(op.input), memref_type(op.result.type))
+    ctx.bind(op.result, ctx.emit(view))
+
+
 def lower_alias(ctx: LoweringContext, op: Operation) -> None:
     """Identity and dropout (inference): the result is the operand's buffer."""
     ctx.bind(op.results[0], ctx.buffer(op.operands[0]))
@@ -206,6 +212,7 @@ def _pad_index(
 LOWERINGS: dict[type[Operation], Callable] = {
     graph.ConstantOp: lower_constant,
     graph.ReshapeOp: lower_reshape,
+    graph.BitcastOp: lower_bitcast,
     graph.IdentityOp: lower_alias,
     graph.DropoutOp: lower_alias,
     graph.ExpandOp: lower_expand,

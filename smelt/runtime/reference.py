@@ -367,6 +367,11 @@ def _reshape(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     return args[0].reshape(result_shape(op))
 
 
+@kernel(g.BitcastOp)
+def _bitcast(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
+    return np.ascontiguousarray(args[0]).view(dtypes.to_numpy(op.attr("to")))
+
+
 @kernel(g.ExpandOp)
 def _expand(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     return np.array(np.broadcast_to(args[0], result_shape(op)))

@@ -77,3 +77,30 @@ func.func @main(%x: memref<32xf32>, %y: memref<32xf32>) {
     )
     with pytest.raises(SmeltError, match="not a loop.kernel"):
         TritonProgram(parse(src), device="cpu")
+
+
+
+def test_a_bitcast_view_has_the_new_element_type():
+    copy = """
+func.func @copy(%x: memref<32xi32>, %y: memref<32xi32>) attributes {loop.kernel} {
+  loop.for %i = 0 to 32 step 1 parallel {
+    %v = memref.load %x[%i] : memref<32xi32>
+    memref.store %v, %y[%i] : memref<32xi32>
+    loop.yield
+  }
+  func.return
+}
+func.func @main(%x: memref<32xf32>, %y: memref<32xi32>)
+    attributes {smelt.input_names = ["x"], smelt.output_names = ["y"]} {
+  %t = loop.alloc : memref<32xf32>
+  func.call @relu_0(%x, %t) : (memref<32xf32>, memref<32xf32>) -> ()
+  %b = loop.view %t : memref<32xf32> -> memref<32xi32>
+  func.call @copy(%b, %y) : (memref<32xi32>, memref<32xi32>) -> ()
+  func.return
+}
+"""
+    module = lower(parse(_relu("relu_0") + copy), "buffer-plan")
+    first, second = TritonProgram(module, device="cpu").launches
+    assert first.args[1].data_ptr() == second.args[0].data_ptr()  # same bytes
+    assert str(first.args[1].dtype) == "torch.float32"
+    assert str(second.args[0].dtype) == "torch.int32"

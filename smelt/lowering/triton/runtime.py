@@ -176,8 +176,10 @@ class TritonProgram:
                 views[op.result] = self._typed(
                     self.weights, plan.weight_offsets[op.result], op.result.type
                 )
-            elif isinstance(op, ViewOp):
-                views[op.result] = views[op.source]
+            elif isinstance(op, ViewOp):  # a reshape or a bitcast
+                views[op.result] = views[op.source].view(
+                    torch_dtype(op.result.type.element_type)
+                )
             elif isinstance(op, func.CallOp):
                 callee = op.callee.root_reference.data
                 if callee not in self.kernels:

@@ -32,6 +32,12 @@
 
 // -----
 
+%0 = graph.constant dense<0.0> : tensor<2x3xf32>
+%1 = graph.bitcast %0 {to = i64} : (tensor<2x3xf32>) -> tensor<2x3xi64>
+// CHECK: cannot bitcast f32 to i64: widths differ
+
+// -----
+
 %0 = graph.constant dense<0.0> : tensor<1x3x8x8xf32>
 %1 = graph.constant dense<0.0> : tensor<4x2x3x3xf32>
 %2 = graph.constant dense<0.0> : tensor<4xf32>

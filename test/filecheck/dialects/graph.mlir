@@ -22,6 +22,8 @@ func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf
   %2 = graph.global_average_pool %1 {layout = "nchw"} : (tensor<1x4x2x2xf32>) -> tensor<1x4x1x1xf32>
   // CHECK: graph.reshape {{.*}} -> tensor<1x4xf32>
   %3 = graph.reshape %2 : (tensor<1x4x1x1xf32>) -> tensor<1x4xf32>
+  // CHECK: graph.bitcast {{.*}}to = i32{{.*}} -> tensor<1x4xi32>
+  %4 = graph.bitcast %3 {to = i32} : (tensor<1x4xf32>) -> tensor<1x4xi32>
   func.return %0 : tensor<1x4x4x4xf32>
 }
 

@@ -25,3 +25,9 @@ loop.for %i = 0 to 4 step 1 sideways {
 %x = loop.alloc : memref<2x3xf32>
 %v = loop.view %x : memref<2x3xf32> -> memref<7xf32>
 // CHECK: loop.view cannot see
+
+// -----
+
+%x = loop.alloc : memref<2x3xf32>
+%v = loop.view %x : memref<2x3xf32> -> memref<6xf16>
+// CHECK: loop.view cannot see

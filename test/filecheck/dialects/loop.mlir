@@ -25,6 +25,8 @@ func.func @row_sum(%a: memref<4x8xf32>, %o: memref<4xf32>) attributes {loop.kern
 func.func @main(%x: memref<2x16xf32>, %y: memref<4xf32>) {
   // CHECK: loop.view %{{.*}} : memref<2x16xf32> -> memref<4x8xf32>
   %v = loop.view %x : memref<2x16xf32> -> memref<4x8xf32>
+  // CHECK: loop.view %{{.*}} : memref<2x16xf32> -> memref<32xi32>
+  %b = loop.view %x : memref<2x16xf32> -> memref<32xi32>
   // CHECK: loop.alloc : memref<4xf32>
   %t = loop.alloc : memref<4xf32>
   // CHECK: loop.alloc offset(64) : memref<4xf32>
