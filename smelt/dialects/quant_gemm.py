@@ -1,15 +1,29 @@
-"""quant.qgemm: an int8 GEMM with prepacked weights and a fused requantization.
+"""quant.qgemm: an int8 GEMM with prepacked weights and a fused epilogue.
 
-    y[m, n] = requant(Σ_k a[m, k] · W[k, n] + bias[n])          (i32 accumulation)
-    a       = x, or x + 128 (`shift_input`: an s8 x read as u8 by `vpdpbusd`)
-    requant = saturate(round_half_even(f32(acc) · multiplier[n]) + zero_point),
-              then max(·, zero_point) with `relu`
+    acc[m, n] = Σ_k a[m, k] · W[k, n] + bias[n]                   (i32 accumulation)
+    a         = x, or x + 128 (`shift_input`: an s8 x read as u8 by `vpdpbusd`)
 
-x is u8 / s8 [..., K]; W (int, [K, N]) is stored packed for one micro-kernel
-`variant` (`VARIANTS`): wp[N_p / NR, K_p / KG, NR, KG] with
-wp[j, g, c, t] = W[g · KG + t, j · NR + c], zero past K and N (so a padded k or
-column adds nothing). bias (i32) and multiplier (f32) are padded to N_p. quant-pack-gemm
-builds it; the LLVM target emits `lowering/llvm/int8_gemm.py` for it.
+and, by `epilogue` (its operands after the first five, `post`):
+
+    requantize      y = requant(acc)  (the default; no post operands)
+    add_requantize  y = quantize(dequantize(requant(acc), s_mid, zero_point)
+                                 + addend[n], s_out, z_out),
+                    post = (addend f32[N_p], [s_mid, s_out] f32[2], z_out),
+                    then max(·, z_out) with `post_relu`: a QDQ MatMul → Q → DQ →
+                    Add(bias) → Q, each rounding kept
+    dequantize      y = f32(acc) · multiplier[n] + addend[n] (f32), post =
+                    (addend f32[N_p],): a DQ → MatMul → (float) layer; the
+                    zero_point operand is not read
+    requant(acc)    = saturate(round_half_even(f32(acc) · multiplier[n]) +
+                      zero_point), then max(·, zero_point) with `relu`
+
+Every float step is the f32 operation that the unfused ops compute (a division
+for a quantize), so the fold changes no bit. x is u8 / s8 [..., K]; W (int,
+[K, N]) is stored packed for one micro-kernel `variant` (`VARIANTS`):
+wp[N_p / NR, K_p / KG, NR, KG] with wp[j, g, c, t] = W[g · KG + t, j · NR + c],
+zero past K and N (so a padded k or column adds nothing). bias (i32), multiplier
+and addend (f32) are padded to N_p. quant-pack-gemm builds it; the LLVM target
+emits `lowering/llvm/int8_gemm.py` for it.
 """
 
 from __future__ import annotations
@@ -18,7 +32,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
-from xdsl.irdl import irdl_op_definition, operand_def, result_def
+from xdsl.irdl import irdl_op_definition, operand_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
@@ -82,24 +96,45 @@ def unpack_weights(wp: np.ndarray, k: int, n: int) -> np.ndarray:
     return full[:k, :n]
 
 
+EPILOGUES = ("requantize", "add_requantize", "dequantize")
+POST_OPERANDS = {"requantize": 0, "add_requantize": 3, "dequantize": 1}
+
+
+def _requantize(
+    scaled: np.ndarray, zp: int, dtype: np.dtype, relu: bool
+) -> np.ndarray:
+    """saturate(round_half_even(scaled) + zp) [max(·, zp)] as `dtype`."""
+    info = np.iinfo(dtype)
+    lo = max(info.min, zp) if relu else info.min
+    return np.clip(np.rint(scaled.astype(np.float64)) + zp, lo, info.max).astype(dtype)
+
+
 def reference(
     x: np.ndarray, wp: np.ndarray, bias: np.ndarray, mult: np.ndarray,
-    zp: np.ndarray, k: int, n: int, relu: bool, shift_input: bool,
+    zp: np.ndarray, post: list[np.ndarray], k: int, n: int, relu: bool,
+    shift_input: bool, epilogue: str = "requantize", post_relu: bool = False,
 ) -> np.ndarray:  # fmt: skip
-    """quant.qgemm in numpy (exact: the f32 product as the kernel computes it)."""
+    """quant.qgemm in numpy (exact: the f32 steps as the kernel computes them)."""
     w = unpack_weights(wp, k, n).astype(np.int64)
     a = x.astype(np.int64) + (128 if shift_input else 0)
     acc = (a.reshape(-1, k) @ w + bias[:n].astype(np.int64)).astype(np.int32)
     scaled = acc.astype(np.float32) * mult[:n].astype(np.float32)
-    info = np.iinfo(zp.dtype)
-    lo = max(info.min, int(zp)) if relu else info.min
-    y = np.clip(np.rint(scaled.astype(np.float64)) + int(zp), lo, info.max)
-    return y.astype(zp.dtype).reshape(*x.shape[:-1], n)
+    if epilogue == "dequantize":
+        y = scaled + post[0][:n].astype(np.float32)
+        return y.astype(np.float32).reshape(*x.shape[:-1], n)
+    z = int(zp)
+    y = _requantize(scaled, z, zp.dtype, relu)
+    if epilogue == "add_requantize":
+        addend, scales, z_out = post
+        s_mid, s_out = (np.float32(v) for v in scales.reshape(-1))
+        real = (y.astype(np.float32) - np.float32(z)) * s_mid + addend[:n]
+        y = _requantize(real / s_out, int(z_out), z_out.dtype, post_relu)
+    return y.reshape(*x.shape[:-1], n)
 
 
 @irdl_op_definition
 class QGemmOp(GraphOp):
-    """y = requant(x @ W + bias) with W packed (see the module docstring)."""
+    """y = epilogue(x @ W + bias) with W packed (see the module docstring)."""
 
     FOLDABLE: ClassVar[bool] = False
 
@@ -109,17 +144,27 @@ class QGemmOp(GraphOp):
     bias = operand_def(TensorType)
     multiplier = operand_def(TensorType)
     zero_point = operand_def(TensorType)
+    post = var_operand_def(TensorType)
+
     result = result_def(TensorType)
 
     @classmethod
     def infer(cls, types, attrs):
-        x, wp, bias, mult, zp = types
+        x, wp, bias, mult, zp, *post = types
         variant = attrs.get("variant")
         if variant not in VARIANTS:
             raise VerifyException(f"unknown qgemm variant {variant!r}")
+        epilogue = attrs.get("epilogue", "requantize")
+        if epilogue not in EPILOGUES:
+            raise VerifyException(f"unknown qgemm epilogue {epilogue!r}")
+        if len(post) != POST_OPERANDS[epilogue]:
+            raise VerifyException(
+                f"a qgemm with epilogue {epilogue} takes "
+                f"{5 + POST_OPERANDS[epilogue]} operands"
+            )
         eight = (dtypes.i8, dtypes.ui8)
         if x.element_type not in eight or zp.element_type not in eight:
-            raise VerifyException("qgemm reads and writes 8-bit integers")
+            raise VerifyException("qgemm reads 8-bit integers")
         xs = shape_of(x)
         k, n = int(attrs["k"]), int(attrs["n"])
         kp, np_ = padded(k, n, variant)
@@ -131,4 +176,16 @@ class QGemmOp(GraphOp):
                                   f"{variant}, k={k}, n={n}")  # fmt: skip
         if shape_of(bias) != (np_,) or shape_of(mult) != (np_,):
             raise VerifyException(f"qgemm bias and multiplier must be [{np_}]")
+        if post and (shape_of(post[0]) != (np_,) or post[0].element_type != dtypes.f32):
+            raise VerifyException(f"qgemm addend must be f32 [{np_}]")
+        if epilogue == "dequantize":
+            return [tensor(dtypes.f32, (*xs[:-1], n))]
+        if epilogue == "add_requantize":
+            scales, z_out = post[1:]
+            if shape_of(scales) != (2,) or shape_of(z_out) != ():
+                raise VerifyException("qgemm add_requantize needs f32[2] scales and "
+                                      "a scalar output zero point")  # fmt: skip
+            if z_out.element_type not in eight:
+                raise VerifyException("qgemm writes 8-bit integers or f32")
+            return [tensor(z_out.element_type, (*xs[:-1], n))]
         return [tensor(zp.element_type, (*xs[:-1], n))]

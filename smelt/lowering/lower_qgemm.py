@@ -3,8 +3,8 @@
 
 The kernel's loop-level body only reads each input once (so convert-graph-to-loop
 keeps every argument); the attribute carries what the emitter needs:
-{variant, m, k, n, zero_point, relu, shift_input, signed_input,
-signed_output}.
+{variant, m, k, n, zero_point, relu, shift_input, signed_input, signed_output,
+epilogue, post_relu, post_zero_point}.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects.dtypes import i8
 from smelt.dialects.graph_base import shape_of
@@ -37,22 +37,39 @@ def qgemm_params(kernel: Operation) -> dict[str, int | str]:
     }
 
 
+def _constant_int(op: QGemmOp, value: SSAValue, what: str) -> int:
+    owner = value.owner
+    if not isinstance(owner, ConstantOp):
+        raise SmeltError(f"{op.name}: the {what} must be a constant")
+    return int(owner.to_array().reshape(-1)[0])
+
+
 def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
-    zp = op.zero_point.owner
-    if not isinstance(zp, ConstantOp):
-        raise SmeltError(f"{op.name}: the output zero point must be a constant")
     a = op.attrs()
+    epilogue = str(a.get("epilogue", "requantize"))
+    zp = 0
+    if epilogue != "dequantize":
+        zp = _constant_int(op, op.zero_point, "output zero point")
+    post_zp = 0
+    if epilogue == "add_requantize":
+        post_zp = _constant_int(op, op.post[2], "output zero point")
     xs = shape_of(op.input.type)
     params = {
         "variant": StringAttr(str(a["variant"])),
         "m": IntegerAttr(math.prod(xs[:-1]), i64),
         "k": IntegerAttr(int(a["k"]), i64),
         "n": IntegerAttr(int(a["n"]), i64),
-        "zero_point": IntegerAttr(int(zp.to_array().reshape(-1)[0]), i64),
+        "zero_point": IntegerAttr(zp, i64),
         "relu": IntegerAttr(int(a.get("relu", 0)), i64),
         "shift_input": IntegerAttr(int(a.get("shift_input", 0)), i64),
         "signed_input": IntegerAttr(int(op.input.type.element_type == i8), i64),
         "signed_output": IntegerAttr(int(op.result.type.element_type == i8), i64),
+        "signed_zero_point": IntegerAttr(
+            int(op.zero_point.type.element_type == i8), i64
+        ),
+        "epilogue": StringAttr(epilogue),
+        "post_relu": IntegerAttr(int(a.get("post_relu", 0)), i64),
+        "post_zero_point": IntegerAttr(post_zp, i64),
     }
     k = ctx.op_kernel(op)
     k.func.attributes[QGEMM_ATTR] = DictionaryAttr(params)

@@ -57,4 +57,8 @@ def _requantize(op: q.RequantizeOp, args: list[np.ndarray]) -> np.ndarray:
 def _qgemm(op: QGemmOp, args: list[np.ndarray]) -> np.ndarray:
     a = op.attrs()
     flags = bool(a.get("relu", 0)), bool(a.get("shift_input", 0))
-    return qgemm_reference(*args, int(a["k"]), int(a["n"]), *flags)
+    epilogue = str(a.get("epilogue", "requantize"))
+    return qgemm_reference(
+        *args[:5], args[5:], int(a["k"]), int(a["n"]), *flags, epilogue,
+        bool(a.get("post_relu", 0)),
+    )  # fmt: skip

@@ -197,7 +197,8 @@ def test_encoder_layer(act):
     # both attention matmuls (their operands and results quantized) accumulate in
     # an f32 scratch, so that loop-schedule tiles them (no dot form)
     module = import_graph(model)
-    lower(module, PIPELINE.split(",convert-graph-to-loop")[0] + ",convert-graph-to-loop")
+    head = PIPELINE.split(",convert-graph-to-loop")[0]
+    lower(module, head + ",convert-graph-to-loop")
     kernels = [op for op in module.ops if isinstance(op, func.FuncOp)]
     matmuls = [k for k in kernels if "matmul" in k.sym_name.data]
     assert len(matmuls) == 2

@@ -2,7 +2,7 @@
 requantization fused on its i32 register tile (`dialects/quant_gemm.py` defines
 the op and the weight packing).
 
-    void qgemm(ptr x, ptr wp, ptr bias, ptr mult, ptr zp, ptr y)
+    void qgemm(ptr x, ptr wp, ptr bias, ptr mult, ptr zp, ptr post..., ptr y)
 
 Loops: column panels of NR (outer: a panel of packed weights, K_p · NR values,
 stays in L1/L2 across all rows) × row tiles of MR × k groups of KG. The register
@@ -16,8 +16,11 @@ one 32-bit broadcast; one dot instruction per accumulator:
                       acc += the pair sums
 
 Epilogue per vector: + bias, f32, × multiplier, round half to even, clamp to the
-storage range less the zero point (and above 0 with relu), + zero point, truncate,
-store (masked for the last panel's columns past N). The tail rows (M mod MR) get a
+storage range less the zero point (and above 0 with relu), + zero point; with
+`add_requantize` then − zero point, f32, × s_mid, + addend, ÷ s_out and the same
+rounding and clamping to the output's zero point; truncate, store (masked for the
+last panel's columns past N). With `dequantize`: + addend after the multiplier,
+an f32 store. The tail rows (M mod MR) get a
 smaller tile, the tail k group (K mod KG) byte loads; all shapes are static.
 """
 
@@ -56,6 +59,11 @@ class _Emitter:
         self.shift = bool(params["shift_input"])
         self.signed_x = bool(params["signed_input"])
         self.signed_y = bool(params["signed_output"])
+        self.signed_mid = bool(params.get("signed_zero_point", params["signed_output"]))
+        self.epilogue = str(params.get("epilogue", "requantize"))
+        self.post_relu = bool(params.get("post_relu", 0))
+        self.post_zp = int(params.get("post_zero_point", 0))
+        self.x, self.wp, self.bias, self.mult, _, *self.post, self.y = fn.args
         self.vnni = v.kg == 4
         self.wv = ir.VectorType(I32, v.lanes)
         self.vecs = v.nr // v.lanes
@@ -74,9 +82,11 @@ class _Emitter:
         self.round = _declare(self.module, f"llvm.roundeven.v{v.lanes}f32", fv, [fv])
         self.bv = ir.VectorType(I8, v.lanes)
         self.mask_t = ir.VectorType(I1, v.lanes)
+        out_t = fv if self.epilogue == "dequantize" else self.bv
+        suffix = "f32" if self.epilogue == "dequantize" else "i8"
         self.masked_store = _declare(
-            self.module, f"llvm.masked.store.v{v.lanes}i8.p0", ir.VoidType(),
-            [self.bv, ir.PointerType(), I32, self.mask_t],
+            self.module, f"llvm.masked.store.v{v.lanes}{suffix}.p0", ir.VoidType(),
+            [out_t, ir.PointerType(), I32, self.mask_t],
         )  # fmt: skip
 
     # --- control flow ------------------------------------------------------------
@@ -135,7 +145,7 @@ class _Emitter:
 
     def tile(self, j: ir.Value, i0: ir.Value, rows: int, cols: int | None) -> None:
         v, b = self.v, self.b
-        x, wp, _, _, _, _ = self.fn.args
+        x, wp = self.x, self.wp
         groups, tail = divmod(self.k, v.kg)
         panel = b.mul(j, _i64(self.kp * v.nr))  # weight elements before the panel
         row_ptrs = [
@@ -205,30 +215,60 @@ class _Emitter:
         valid = None if cols is None else cols - h * lanes
         if valid is not None and valid <= 0:
             return
-        _, _, bias, mult, _, y = self.fn.args
         col = b.add(b.mul(j, _i64(v.nr)), _i64(h * lanes))
-        biased = b.add(acc, b.load(b.gep(bias, [col], source_etype=I32), typ=self.wv,
-                                   align=4))  # fmt: skip
-        scale = b.load(b.gep(mult, [col], source_etype=F32), typ=self.fv, align=4)
-        scaled = b.call(self.round, [b.fmul(b.sitofp(biased, self.fv), scale)])
-        qmin, qmax = (-128, 127) if self.signed_y else (0, 255)
-        lo = max(qmin, self.zp) if self.relu else qmin
-        low = ir.Constant(self.fv, [float(lo - self.zp)] * lanes)
-        high = ir.Constant(self.fv, [float(qmax - self.zp)] * lanes)
-        scaled = b.select(b.fcmp_ordered("<", scaled, low), low, scaled)
-        scaled = b.select(b.fcmp_ordered(">", scaled, high), high, scaled)
-        q = b.add(b.fptosi(scaled, self.wv), ir.Constant(self.wv, [self.zp] * lanes))
-        q8 = b.trunc(q, self.bv)
+        biased = b.add(acc, self.column(self.bias, col, self.wv, I32))
+        scaled = b.fmul(b.sitofp(biased, self.fv), self.column(self.mult, col))
+        if self.epilogue == "dequantize":
+            out = b.fadd(scaled, self.column(self.post[0], col))
+            self.write(out, F32, row, col, valid)
+            return
+        q = self.requantize(scaled, self.zp, self.signed_mid, self.relu)
+        if self.epilogue == "add_requantize":
+            addend, scales, _ = self.post
+            s_mid, s_out = (self.splat(scales, t) for t in (0, 1))
+            zero = ir.Constant(self.wv, [self.zp] * lanes)
+            real = b.fmul(b.sitofp(b.sub(q, zero), self.fv), s_mid)
+            real = b.fadd(real, self.column(addend, col))
+            q = self.requantize(
+                b.fdiv(real, s_out), self.post_zp, self.signed_y, self.post_relu
+            )
+        self.write(b.trunc(q, self.bv), I8, row, col, valid)
+
+    def column(self, ptr, col, vec=None, elem=F32) -> ir.Value:
+        """The vector of a per-column operand (bias, multiplier, addend) at col."""
+        at = self.b.gep(ptr, [col], source_etype=elem)
+        return self.b.load(at, typ=vec or self.fv, align=4)
+
+    def splat(self, ptr, index: int) -> ir.Value:
+        value = self.b.load(self.b.gep(ptr, [_i64(index)], source_etype=F32), typ=F32)
+        vec = self.b.insert_element(ir.Constant(self.fv, ir.Undefined), value, _i64(0))
+        mask = ir.Constant(ir.VectorType(I32, self.v.lanes), [0] * self.v.lanes)
+        return self.b.shuffle_vector(vec, ir.Constant(self.fv, ir.Undefined), mask)
+
+    def requantize(self, scaled, zp: int, signed: bool, relu: bool) -> ir.Value:
+        """saturate(round_half_even(scaled) + zp) [max(·, zp)] as an i32 vector."""
+        b, lanes = self.b, self.v.lanes
+        rounded = b.call(self.round, [scaled])
+        qmin, qmax = (-128, 127) if signed else (0, 255)
+        lo = max(qmin, zp) if relu else qmin
+        low = ir.Constant(self.fv, [float(lo - zp)] * lanes)
+        high = ir.Constant(self.fv, [float(qmax - zp)] * lanes)
+        rounded = b.select(b.fcmp_ordered("<", rounded, low), low, rounded)
+        rounded = b.select(b.fcmp_ordered(">", rounded, high), high, rounded)
+        return b.add(b.fptosi(rounded, self.wv), ir.Constant(self.wv, [zp] * lanes))
+
+    def write(self, value, elem, row, col, valid: int | None) -> None:
+        b, lanes = self.b, self.v.lanes
         at = b.add(b.mul(row, _i64(self.n)), col)
-        ptr = b.gep(y, [at], source_etype=I8)
+        ptr = b.gep(self.y, [at], source_etype=elem)
         if valid is None or valid >= lanes:
-            b.store(q8, ptr, align=1)
+            b.store(value, ptr, align=1)
             return
         mask = ir.Constant(self.mask_t, [int(t < valid) for t in range(lanes)])
-        b.call(self.masked_store, [q8, ptr, ir.Constant(I32, 1), mask])
+        b.call(self.masked_store, [value, ptr, ir.Constant(I32, 1), mask])
 
 
 def emit_qgemm(fn: ir.Function, params: dict[str, int | str]) -> None:
-    """Writes the body of kernel function `fn` (x, wp, bias, mult, zp, y) for the
-    `quant.qgemm` parameters `params` (see `lower_qgemm.py`)."""
+    """Writes the body of kernel function `fn` (x, wp, bias, mult, zp, post..., y)
+    for the `quant.qgemm` parameters `params` (see `lower_qgemm.py`)."""
     _Emitter(fn, params).emit()

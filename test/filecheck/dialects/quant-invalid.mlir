@@ -55,3 +55,11 @@ func.func @f(%a: tensor<4xi8>, %m: tensor<f32>, %z: tensor<i8>) {
 }
 // CHECK: requantize expects an i32 accumulator
 
+
+// -----
+
+func.func @f(%x: tensor<3x5xui8>, %w: tensor<1x2x32x4xi8>, %b: tensor<32xi32>, %m: tensor<32xf32>, %z: tensor<ui8>) {
+  %y = quant.qgemm %x, %w, %b, %m, %z {variant = "vnni512", k = 5 : i64, n = 7 : i64, epilogue = "dequantize"} : (tensor<3x5xui8>, tensor<1x2x32x4xi8>, tensor<32xi32>, tensor<32xf32>, tensor<ui8>) -> tensor<3x7xf32>
+  func.return
+}
+// CHECK: a qgemm with epilogue dequantize takes 6 operands

@@ -39,3 +39,91 @@ func.func @matmul_relu(%arg0: tensor<2x3xi8>) -> tensor<2x2xi8> {
   %y = quant.quantize %r, %ys, %yz : (tensor<2x2xf32>, tensor<f32>, tensor<i8>) -> tensor<2x2xi8>
   func.return %y : tensor<2x2xi8>
 }
+
+// onnxruntime's bias pattern: the matmul is quantized, then dequantized, a
+// dequantized bias added, and quantized again. The bias add and the second
+// requantization join the qgemm (add_requantize): addend = the bias in f32
+// padded to N_p, the scales [s_mid, s_out], the output zero point; the relu
+// before the last quantize becomes post_relu.
+// VNNI-LABEL: func.func @bias_add
+// VNNI-NOT: quant.dequantize
+// VNNI: graph.constant dense<100> : tensor<ui8>
+// VNNI-NEXT: %[[A:[0-9]+]] = graph.constant {{.*}} : tensor<32xf32>
+// VNNI-NEXT: %[[S:[0-9]+]] = graph.constant dense<[2.000000e+00, 5.000000e-01]> : tensor<2xf32>
+// VNNI-NEXT: %[[Z:[0-9]+]] = graph.constant dense<7> : tensor<ui8>
+// VNNI: quant.qgemm %arg0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[A]], %[[S]], %[[Z]] {variant = "vnni512", k = 3 : i64, n = 2 : i64, relu = 0 : i64, shift_input = 0 : i64, epilogue = "add_requantize", post_relu = 1 : i64}
+// VNNI-SAME: -> tensor<2x2xui8>
+// VNNI-NOT: quant.
+// SSE-LABEL: func.func @bias_add
+// SSE: graph.add {{.*}} : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+func.func @bias_add(%arg0: tensor<2x3xui8>) -> tensor<2x2xui8> {
+  %xs = graph.constant dense<0.5> : tensor<f32>
+  %xz = graph.constant dense<2> : tensor<ui8>
+  %x = quant.dequantize %arg0, %xs, %xz : (tensor<2x3xui8>, tensor<f32>, tensor<ui8>) -> tensor<2x3xf32>
+  %wq = graph.constant dense<[[1, -2], [3, 4], [-5, 6]]> : tensor<3x2xi8>
+  %ws = graph.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %wz = graph.constant dense<0> : tensor<2xi8>
+  %w = quant.dequantize %wq, %ws, %wz : (tensor<3x2xi8>, tensor<2xf32>, tensor<2xi8>) -> tensor<3x2xf32>
+  %m = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  %hs = graph.constant dense<2.0> : tensor<f32>
+  %hz = graph.constant dense<100> : tensor<ui8>
+  %h = quant.quantize %m, %hs, %hz : (tensor<2x2xf32>, tensor<f32>, tensor<ui8>) -> tensor<2x2xui8>
+  %hd = quant.dequantize %h, %hs, %hz : (tensor<2x2xui8>, tensor<f32>, tensor<ui8>) -> tensor<2x2xf32>
+  %bq = graph.constant dense<[130, 126]> : tensor<2xui8>
+  %bs = graph.constant dense<0.5> : tensor<f32>
+  %bz = graph.constant dense<128> : tensor<ui8>
+  %b = quant.dequantize %bq, %bs, %bz : (tensor<2xui8>, tensor<f32>, tensor<ui8>) -> tensor<2xf32>
+  %a = graph.add %hd, %b : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %r = graph.relu %a : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  %ys = graph.constant dense<0.5> : tensor<f32>
+  %yz = graph.constant dense<7> : tensor<ui8>
+  %y = quant.quantize %r, %ys, %yz : (tensor<2x2xf32>, tensor<f32>, tensor<ui8>) -> tensor<2x2xui8>
+  func.return %y : tensor<2x2xui8>
+}
+
+// A float result (no quantize after the matmul): the dequantize epilogue, the
+// bias as the f32 addend; the zero point operand is a placeholder.
+// VNNI-LABEL: func.func @float_result
+// VNNI: quant.qgemm {{.*}} {variant = "vnni512", k = 3 : i64, n = 2 : i64, relu = 0 : i64, shift_input = 0 : i64, epilogue = "dequantize"}
+// VNNI-SAME: -> tensor<2x2xf32>
+// VNNI-NEXT: graph.tanh
+func.func @float_result(%arg0: tensor<2x3xui8>) -> tensor<2x2xf32> {
+  %xs = graph.constant dense<0.5> : tensor<f32>
+  %xz = graph.constant dense<2> : tensor<ui8>
+  %x = quant.dequantize %arg0, %xs, %xz : (tensor<2x3xui8>, tensor<f32>, tensor<ui8>) -> tensor<2x3xf32>
+  %wq = graph.constant dense<[[1, -2], [3, 4], [-5, 6]]> : tensor<3x2xi8>
+  %ws = graph.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %wz = graph.constant dense<0> : tensor<2xi8>
+  %w = quant.dequantize %wq, %ws, %wz : (tensor<3x2xi8>, tensor<2xf32>, tensor<2xi8>) -> tensor<3x2xf32>
+  %m = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  %b = graph.constant dense<[1.0, -2.0]> : tensor<2xf32>
+  %a = graph.add %m, %b : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %t = graph.tanh %a : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  func.return %t : tensor<2x2xf32>
+}
+
+// Negative: a bias that is not a constant (an argument) keeps the add in float.
+// VNNI-LABEL: func.func @bias_not_constant
+// VNNI: quant.qgemm {{.*}} -> tensor<2x2xui8>
+// VNNI-NOT: epilogue
+// VNNI: quant.dequantize
+// VNNI: graph.add
+func.func @bias_not_constant(%arg0: tensor<2x3xui8>, %b: tensor<2xf32>) -> tensor<2x2xui8> {
+  %xs = graph.constant dense<0.5> : tensor<f32>
+  %xz = graph.constant dense<2> : tensor<ui8>
+  %x = quant.dequantize %arg0, %xs, %xz : (tensor<2x3xui8>, tensor<f32>, tensor<ui8>) -> tensor<2x3xf32>
+  %wq = graph.constant dense<[[1, -2], [3, 4], [-5, 6]]> : tensor<3x2xi8>
+  %ws = graph.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %wz = graph.constant dense<0> : tensor<2xi8>
+  %w = quant.dequantize %wq, %ws, %wz : (tensor<3x2xi8>, tensor<2xf32>, tensor<2xi8>) -> tensor<3x2xf32>
+  %m = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  %hs = graph.constant dense<2.0> : tensor<f32>
+  %hz = graph.constant dense<100> : tensor<ui8>
+  %h = quant.quantize %m, %hs, %hz : (tensor<2x2xf32>, tensor<f32>, tensor<ui8>) -> tensor<2x2xui8>
+  %hd = quant.dequantize %h, %hs, %hz : (tensor<2x2xui8>, tensor<f32>, tensor<ui8>) -> tensor<2x2xf32>
+  %a = graph.add %hd, %b : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %ys = graph.constant dense<0.5> : tensor<f32>
+  %yz = graph.constant dense<7> : tensor<ui8>
+  %y = quant.quantize %a, %ys, %yz : (tensor<2x2xf32>, tensor<f32>, tensor<ui8>) -> tensor<2x2xui8>
+  func.return %y : tensor<2x2xui8>
+}
