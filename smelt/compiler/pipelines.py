@@ -97,22 +97,33 @@ def all_presets(threads: int = 1, cpu: str = "host") -> list[tuple[str, str, str
     ]
 
 
-# QDQ matmul / gemm layers as packed int8 GEMMs (conv stays float: its i32 loop
-# nest is slower than the float kernels).
-INT8 = "quant-fold-qdq{conv=false},quant-pack-gemm"
+# QDQ layers as packed int8 GEMMs: matmul / gemm, and with NHWC convs (im2col
+# rows; grouped convs stay float: no qgemm takes them, their i32 loops are slow).
+# quant-pack-gemm runs after the layout conversion, which puts the convs (and a
+# batch norm after one, as quant-fold-qdq rewrites it) in NHWC.
+INT8_FOLD = "quant-fold-qdq{grouped_conv=false}"
+INT8_FOLD_NCHW = "quant-fold-qdq{conv=false}"
+INT8_PACK = "quant-pack-gemm"
 
 
 def with_int8(spec: str, cpu: str) -> str:
-    """`spec` with `INT8` after the graph clean-up when `cpu` has an int8 GEMM
-    micro-kernel (AVX2 or better: `quant_gemm.choose_variant`); else unchanged."""
+    """`spec` with the int8 passes when `cpu` has an int8 GEMM micro-kernel (AVX2
+    or better: `quant_gemm.choose_variant`); else unchanged. quant-fold-qdq goes
+    after the graph clean-up, quant-pack-gemm after graph-convert-layout's
+    clean-up (convs folded too) or right after the fold (without NHWC: convs
+    stay float)."""
     from smelt.dialects.quant_gemm import choose_variant
 
-    anchor = "graph-fold-batchnorm,"
+    anchor, layout = "graph-fold-batchnorm,", "graph-convert-layout{layout=nhwc},"
     if anchor not in spec or "quant-fold-qdq" in spec:
         return spec
     if choose_variant(CpuSpec.parse(cpu).has) is None:
         return spec
-    return spec.replace(anchor, f"{anchor}{INT8},", 1)
+    nhwc = f"{layout}graph-simplify,"
+    if nhwc not in spec:
+        return spec.replace(anchor, f"{anchor}{INT8_FOLD_NCHW},{INT8_PACK},", 1)
+    spec = spec.replace(anchor, f"{anchor}{INT8_FOLD},", 1)
+    return spec.replace(nhwc, f"{nhwc}{INT8_PACK},", 1)
 
 
 PRECISIONS = ("f32", "f16", "bf16")

@@ -5,13 +5,14 @@
 
 and, by `epilogue` (its operands after the first five, `post`):
 
-    requantize      y = requant(acc)  (the default; no post operands)
-    add_requantize  y = quantize(dequantize(requant(acc), s_mid, zero_point)
-                                 + addend[n], s_out, z_out),
-                    post = (addend f32[N_p], [s_mid, s_out] f32[2], z_out),
-                    then max(·, z_out) with `post_relu`: a QDQ MatMul → Q → DQ →
-                    Add(bias) → Q, each rounding kept
-    dequantize      y = f32(acc) · multiplier[n] + addend[n] (f32), post =
+    requantize         y = requant(acc)  (the default; no post operands)
+    affine_requantize  y = quantize(dequantize(requant(acc), s_mid, zero_point)
+                                    · scale[n] + addend[n], s_out, z_out),
+                       post = (addend f32[N_p], scale f32[N_p], [s_mid, s_out]
+                       f32[2], z_out), then max(·, z_out) with `post_relu`: a
+                       QDQ MatMul → Q → DQ → Add(bias) → Q (scale 1), or Conv →
+                       Q → DQ → BatchNorm → Q, each rounding kept
+    dequantize         y = f32(acc) · multiplier[n] + addend[n] (f32), post =
                     (addend f32[N_p],): a DQ → MatMul → (float) layer; the
                     zero_point operand is not read
     requant(acc)    = saturate(round_half_even(f32(acc) · multiplier[n]) +
@@ -24,6 +25,10 @@ wp[N_p / NR, K_p / KG, NR, KG] with wp[j, g, c, t] = W[g · KG + t, j · NR + c]
 zero past K and N (so a padded k or column adds nothing). bias (i32), multiplier
 and addend (f32) are padded to N_p. quant-pack-gemm builds it; the LLVM target
 emits `lowering/llvm/int8_gemm.py` for it.
+
+quant.im2col gathers the patches of an NHWC 8-bit tensor (padded beforehand) as
+the rows of a qgemm input: a k×k conv is a qgemm of its im2col by the weights
+[KH·KW·C, O].
 """
 
 from __future__ import annotations
@@ -96,8 +101,8 @@ def unpack_weights(wp: np.ndarray, k: int, n: int) -> np.ndarray:
     return full[:k, :n]
 
 
-EPILOGUES = ("requantize", "add_requantize", "dequantize")
-POST_OPERANDS = {"requantize": 0, "add_requantize": 3, "dequantize": 1}
+EPILOGUES = ("requantize", "affine_requantize", "dequantize")
+POST_OPERANDS = {"requantize": 0, "affine_requantize": 4, "dequantize": 1}
 
 
 def _requantize(
@@ -124,10 +129,10 @@ def reference(
         return y.astype(np.float32).reshape(*x.shape[:-1], n)
     z = int(zp)
     y = _requantize(scaled, z, zp.dtype, relu)
-    if epilogue == "add_requantize":
-        addend, scales, z_out = post
+    if epilogue == "affine_requantize":
+        addend, scale, scales, z_out = post
         s_mid, s_out = (np.float32(v) for v in scales.reshape(-1))
-        real = (y.astype(np.float32) - np.float32(z)) * s_mid + addend[:n]
+        real = (y.astype(np.float32) - np.float32(z)) * s_mid * scale[:n] + addend[:n]
         y = _requantize(real / s_out, int(z_out), z_out.dtype, post_relu)
     return y.reshape(*x.shape[:-1], n)
 
@@ -176,16 +181,67 @@ class QGemmOp(GraphOp):
                                   f"{variant}, k={k}, n={n}")  # fmt: skip
         if shape_of(bias) != (np_,) or shape_of(mult) != (np_,):
             raise VerifyException(f"qgemm bias and multiplier must be [{np_}]")
-        if post and (shape_of(post[0]) != (np_,) or post[0].element_type != dtypes.f32):
-            raise VerifyException(f"qgemm addend must be f32 [{np_}]")
+        columns = post[:2] if epilogue == "affine_requantize" else post[:1]
+        if any(shape_of(p) != (np_,) or p.element_type != dtypes.f32 for p in columns):
+            raise VerifyException(f"qgemm addend and scale must be f32 [{np_}]")
         if epilogue == "dequantize":
             return [tensor(dtypes.f32, (*xs[:-1], n))]
-        if epilogue == "add_requantize":
-            scales, z_out = post[1:]
+        if epilogue == "affine_requantize":
+            scales, z_out = post[2:]
             if shape_of(scales) != (2,) or shape_of(z_out) != ():
-                raise VerifyException("qgemm add_requantize needs f32[2] scales and "
-                                      "a scalar output zero point")  # fmt: skip
+                raise VerifyException("qgemm affine_requantize needs f32[2] scales "
+                                      "and a scalar output zero point")  # fmt: skip
             if z_out.element_type not in eight:
                 raise VerifyException("qgemm writes 8-bit integers or f32")
             return [tensor(z_out.element_type, (*xs[:-1], n))]
         return [tensor(zp.element_type, (*xs[:-1], n))]
+
+
+def im2col_shape(
+    x: tuple[int, ...], kernel: list[int], strides: list[int], dilations: list[int]
+) -> tuple[int, ...]:
+    n, h, w, c = x
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    oh = (h - (kh - 1) * dh - 1) // sh + 1
+    ow = (w - (kw - 1) * dw - 1) // sw + 1
+    return n, oh, ow, kh * kw * c
+
+
+def im2col(
+    x: np.ndarray, kernel: list[int], strides: list[int], dilations: list[int]
+) -> np.ndarray:
+    """quant.im2col in numpy (see `Im2ColOp`)."""
+    n, oh, ow, _ = im2col_shape(x.shape, kernel, strides, dilations)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    patches = [
+        x[:, i * dh : i * dh + (oh - 1) * sh + 1 : sh,
+          j * dw : j * dw + (ow - 1) * sw + 1 : sw, :]
+        for i in range(kh)
+        for j in range(kw)
+    ]  # fmt: skip
+    return np.concatenate(patches, axis=-1).reshape(n, oh, ow, -1)
+
+
+@irdl_op_definition
+class Im2ColOp(GraphOp):
+    """y[n, oh, ow, (i · KW + j) · C + c] = x[n, oh · sh + i · dh, ow · sw + j · dw, c]
+    for an NHWC 8-bit x with its padding already in place (attributes
+    kernel_shape [KH, KW], strides, dilations)."""
+
+    name = "quant.im2col"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        (x,) = types
+        if x.element_type not in (dtypes.i8, dtypes.ui8) or len(shape_of(x)) != 4:
+            raise VerifyException("im2col takes an NHWC tensor of 8-bit integers")
+        params = [list(attrs[a]) for a in ("kernel_shape", "strides", "dilations")]
+        if any(len(p) != 2 or min(p) < 1 for p in params):
+            raise VerifyException("im2col needs two positive kernel dims, strides "
+                                  "and dilations")  # fmt: skip
+        out = im2col_shape(shape_of(x), *params)
+        if min(out) < 1:
+            raise VerifyException(f"im2col window larger than the input {shape_of(x)}")
+        return [tensor(x.element_type, out)]

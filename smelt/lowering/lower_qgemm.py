@@ -1,5 +1,6 @@
 """quant.qgemm → a kernel marked `quant.qgemm` whose body the LLVM target writes
-(`lowering/llvm/int8_gemm.py`): the packed micro-kernel has no loop-level form.
+(`lowering/llvm/int8_gemm.py`): the packed micro-kernel has no loop-level form;
+quant.im2col → a copy nest.
 
 The kernel's loop-level body only reads each input once (so convert-graph-to-loop
 keeps every argument); the attribute carries what the emitter needs:
@@ -17,7 +18,7 @@ from xdsl.ir import Operation, SSAValue
 from smelt.dialects.dtypes import i8
 from smelt.dialects.graph_base import shape_of
 from smelt.dialects.graph_data import ConstantOp
-from smelt.dialects.quant_gemm import QGemmOp
+from smelt.dialects.quant_gemm import Im2ColOp, QGemmOp
 from smelt.errors import SmeltError
 from smelt.lowering.loop_context import LoweringContext
 
@@ -51,8 +52,8 @@ def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
     if epilogue != "dequantize":
         zp = _constant_int(op, op.zero_point, "output zero point")
     post_zp = 0
-    if epilogue == "add_requantize":
-        post_zp = _constant_int(op, op.post[2], "output zero point")
+    if epilogue == "affine_requantize":
+        post_zp = _constant_int(op, op.post[3], "output zero point")
     xs = shape_of(op.input.type)
     params = {
         "variant": StringAttr(str(a["variant"])),
@@ -77,4 +78,22 @@ def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
         k.load(buffer, [k.index(0)] * len(buffer.type.get_shape()))
 
 
-LOWERINGS = {QGemmOp: lower_qgemm}
+def lower_im2col(ctx: LoweringContext, op: Im2ColOp) -> None:
+    """A copy nest n, oh, ow, i, j, c: contiguous along c on both sides (so it
+    vectorizes for C of a vector or more)."""
+    k = ctx.op_kernel(op)
+    (src,), (dst,) = k.inputs, k.outputs
+    a = op.attrs()
+    (kh, kw), (sh, sw), (dh, dw) = (
+        list(a[key]) for key in ("kernel_shape", "strides", "dilations")
+    )
+    n, oh, ow, _ = shape_of(op.result.type)
+    c = shape_of(op.input.type)[-1]
+    with k.nest([n, oh, ow, kh, kw, c]) as (b, y, x, i, j, ch):
+        row = k.affine([(y, sh), (i, dh)])
+        col = k.affine([(x, sw), (j, dw)])
+        value = k.load(src, [b, row, col, ch])
+        k.store(value, dst, [b, y, x, k.affine([(i, kw * c), (j, c), (ch, 1)])])
+
+
+LOWERINGS = {QGemmOp: lower_qgemm, Im2ColOp: lower_im2col}

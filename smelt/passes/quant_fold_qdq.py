@@ -21,6 +21,8 @@ where the integer form is exact or within the rounding of the requantization:
                with equal scale and zero point concatenates the integers; the
                dequantize moves after them.
   identity     quantize(dequantize(q, s, z), s, z) → q.
+  batch norm   batch_norm(dequantize(q)) with constant parameters → x · a + c
+               per channel (elementwise: NHWC-able, a qgemm epilogue).
 
 Anything else stays as it is (correct, in float). graph-fuse then puts the cast,
 contraction, bias, requantize and max into one kernel.
@@ -64,6 +66,7 @@ class FoldContraction(RewritePattern):
     contraction + requantize (+ max for the relu); conv2d only with `conv`."""
 
     conv: bool = True
+    grouped_conv: bool = True
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, q.QuantizeOp):
@@ -89,6 +92,8 @@ class FoldContraction(RewritePattern):
         if isinstance(core, graph.MatMulOp | graph.GemmOp):
             new = fold_matmul(core, bias, out, relu)
         elif isinstance(core, graph.Conv2dOp) and self.conv:
+            if core.attr("group") != 1 and not self.grouped_conv:
+                return
             new = fold_conv(core, out, relu)
         else:
             return
@@ -122,6 +127,39 @@ class FoldFloatContraction(RewritePattern):
         if new is None:
             return
         rewriter.replace(root, new, [new[-1].results[0]])
+
+
+class BatchNormAffine(RewritePattern):
+    """batch_norm(dequantize(q)) with constant (or dequantized constant) params →
+    x · a + c per channel (a = scale / sqrt(var + ε), c = bias − mean · a, in
+    f32, as onnxruntime computes it): elementwise, so that it moves to NHWC
+    with the convs around it and joins a qgemm's epilogue (a QDQ model keeps a
+    batch norm after a conv's quantize, where graph-fold-batchnorm cannot go)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, graph.BatchNormOp) or dequantized(op.input) is None:
+            return
+        if op.result.type.element_type != dtypes.f32:
+            return
+        params = [bias_real(v) for v in (op.scale, op.bias, op.mean, op.var)]
+        if not all(isinstance(p, np.ndarray) for p in params):
+            return
+        scale, bias, mean, var = params  # type: ignore[misc]
+        shape = shape_of(op.result.type)
+        channels = shape[1] if len(shape) > 1 else 1
+        if any(p.size not in (1, channels) for p in params):  # type: ignore[union-attr]
+            return
+        a = scale / np.sqrt(var + float(op.attr("epsilon")))
+        c = bias - mean * a
+        param_shape = (channels,) + (1,) * (len(shape) - 2)
+        a_op, c_op = (
+            const_op(np.broadcast_to(v.reshape(-1), (channels,)).astype(np.float32)
+                     .reshape(param_shape))
+            for v in (a, c)
+        )  # fmt: skip
+        mul = graph.MulOp.build([op.input, a_op.results[0]])
+        add = graph.AddOp.build([mul.results[0], c_op.results[0]])
+        rewriter.replace(op, [a_op, c_op, mul, add])
 
 
 # --- integers carried through data movement ------------------------------------------
@@ -198,13 +236,17 @@ class QuantFoldQdqPass(ModulePass):
     name = "quant-fold-qdq"
 
     conv: bool = True
-    """Fold conv2d too (its i32 loop nest is far slower than the float one for now:
-    the CPU presets turn it off; matmul / gemm become quant-pack-gemm's qgemm)."""
+    """Fold conv2d too (quant-pack-gemm makes an NHWC one a qgemm; left as an i32
+    loop nest it is slower than the float conv: the presets without NHWC turn
+    it off)."""
+    grouped_conv: bool = True
+    """Fold convs with groups > 1 too (no qgemm takes them: an i32 loop nest)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fold = FoldContraction(self.conv)
+        fold = FoldContraction(self.conv, self.grouped_conv)
         patterns = GreedyRewritePatternApplier(
-            [CarryThrough(), CarryConcat(), QuantizeOfDequantize(), fold]
+            [BatchNormAffine(), CarryThrough(), CarryConcat(), QuantizeOfDequantize(),
+             fold]  # fmt: skip
         )
         PatternRewriteWalker(patterns).rewrite_module(op)
         # what no quantize took: float results of integer contractions

@@ -1,13 +1,18 @@
-"""quant-pack-gemm: quant-fold-qdq's integer matmul chains become one `quant.qgemm`
-with int8 (or int16) weights packed for the target CPU's dot instruction
-(`dialects/quant_gemm.py`), and a QDQ bias add after one joins its epilogue.
+"""quant-pack-gemm: quant-fold-qdq's integer matmul and NHWC conv chains become
+one `quant.qgemm` each, with int8 (or int16) weights packed for the target CPU's
+dot instruction (`dialects/quant_gemm.py`); a QDQ bias add or batch norm after
+one joins its epilogue.
 
 Expects the module's `#target.cpu` (no target, or a CPU without AVX2: nothing
-changes, the chains run as generic loops). Matches
+changes, the chains run as generic loops) and, for convs, graph-convert-layout's
+NHWC. Matches
 
     %a = graph.cast(%x_q) to i32                     x_q: u8 / s8 [..., K]
     %c = graph.matmul(%a, %w)                        %w: i32 constant [K, N]
     %s = graph.add(%c, %bias)                        %bias: i32 constant [N]
+      or
+    %s = graph.conv2d{nhwc, group 1}(sub?(%a, z_x), %w, %bias)   (a transpose of
+                                                     %a or x_q on the way too)
     %f = graph.cast(%s) to f32
     %p = graph.mul(%f, %mult)                        %mult: f32 constant [N]
     then either (requantize)
@@ -16,23 +21,30 @@ changes, the chains run as generic loops). Matches
     or (dequantize: a float result, no quantize after it)
     [%o = graph.add(%p, %addend)]                    %addend: f32 constant [N]
 
-and produces `quant.qgemm(%x_q, %wp, %bias', %mult', %zp [, %addend'])` with the
+and produces `quant.qgemm(%rows, %wp, %bias', %mult', %zp [, %addend'])` with the
 packed weight, the bias (less 128 · Σ_k w when s8 activations are shifted to u8
 for vpdpbusd) and the per-column constants padded to the panel width. The
 weights must fit the variant (vpdpbusd: s8; else the vpmaddwd variant of the
-same width is used). Then a requantizing qgemm read only by
+same width is used). The rows are x_q for a matmul; for a conv, x_q (NHWC, in 8
+bits) padded with z_x (`graph.pad`: the real zero) and gathered by
+`quant.im2col` unless the conv is 1×1 with stride 1, by w [O, KH, KW, C] as
+[KH·KW·C, O] (z_x folds into the bias with the weight's column sums). Then a
+requantizing qgemm read only by
 
-    quant.quantize(relu?(graph.add(quant.dequantize(%qgemm, s_mid, %zp), %b)),
-                   s_out, z_out)                     %b: a constant bias [N], f32
+    quant.quantize(relu?(graph.add?(graph.mul?(
+                   quant.dequantize(%qgemm, s_mid, %zp), %scale), %b)), s_out,
+                   z_out)                            %scale, %b: constants [N], f32
                                                      or dequantized
     [graph.max(·, z_out)]                            relu
 
-(onnxruntime's QDQ MatMul → Q → DQ → Add → Q) becomes its `add_requantize`
-epilogue: the bias add and second rounding run on the GEMM's register tile.
+(onnxruntime's QDQ MatMul → Q → DQ → Add → Q; a conv's batch norm after its
+quantize, as quant-fold-qdq makes it x · a + c) becomes its `affine_requantize`
+epilogue: the affine map and second rounding run on the GEMM's register tile.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +59,13 @@ from xdsl.transforms.dead_code_elimination import dce
 from smelt.dialects import dtypes, graph
 from smelt.dialects import quant as q
 from smelt.dialects.graph_base import shape_of
-from smelt.dialects.quant_gemm import VARIANTS, QGemmOp, choose_variant, pack_weights
+from smelt.dialects.quant_gemm import (
+    VARIANTS,
+    Im2ColOp,
+    QGemmOp,
+    choose_variant,
+    pack_weights,
+)
 from smelt.dialects.quant_gemm import padded as padded_shape
 from smelt.dialects.target import cpu_target
 from smelt.targets.cpu_spec import CpuSpec
@@ -90,15 +108,21 @@ def _scalar_params(
     return float(scale.reshape(-1)[0]), zp.reshape(())
 
 
+Prep = Callable[[], tuple[list[Operation], SSAValue]]
+"""Builds the ops that make a qgemm's rows (called once the rewrite is sure)."""
+
+
 @dataclass
 class _Chain:
-    """cast(x_q) → matmul(w) → add(bias) → cast f32 → mul(mult), matched."""
+    """The integer contraction before cast f32 → mul(mult), matched: rows [..., K]
+    (made by `prep`) times w [K, N] + bias."""
 
-    x_q: SSAValue
+    prep: Prep
     w: np.ndarray
     bias: np.ndarray
     mult: np.ndarray
     mul: graph.MulOp
+    signed: bool
 
 
 def _chain(mul: Operation) -> _Chain | None:
@@ -107,24 +131,108 @@ def _chain(mul: Operation) -> _Chain | None:
     to_float = _single(mul.operands[0], graph.CastOp)
     if to_float is None or to_float.result.type.element_type != dtypes.f32:
         return None
-    add = _single(to_float.operands[0], graph.AddOp)
+    acc = to_float.operands[0]
+    found = _conv_rows(acc) if isinstance(acc.owner, graph.Conv2dOp) else None
+    if found is None:
+        found = _matmul_rows(acc)
+    if found is None:
+        return None
+    prep, w, bias, signed = found
+    n = w.shape[1]
+    if bias.size not in (1, n) or mult.size not in (1, n):
+        return None
+    if mult.size > 1 and mult.shape[-1] != n:
+        return None  # a multiplier along another axis than the columns
+    return _Chain(prep, w, bias, mult, mul, signed)  # type: ignore[arg-type]
+
+
+Rows = tuple[Prep, np.ndarray, np.ndarray, bool]
+
+
+def _matmul_rows(acc: SSAValue) -> Rows | None:
+    """add(matmul(cast(x_q) to i32, w), bias)."""
+    add = _single(acc, graph.AddOp)
     if add is None or (bias := _const(add.operands[1])) is None:
         return None
     matmul = _single(add.operands[0], graph.MatMulOp)
     if matmul is None or (w := _const(matmul.operands[1])) is None:
         return None
-    widen = _single(matmul.operands[0], graph.CastOp)
-    if widen is None or w.ndim != 2 or w.dtype != np.int32:
+    widen = matmul.operands[0].owner  # other matmuls may read it too (CSE)
+    if not isinstance(widen, graph.CastOp) or w.ndim != 2 or w.dtype != np.int32:
         return None
     x_q = widen.operands[0]
     if len(x_q.type.get_shape()) < 2:
         return None
     if x_q.type.element_type not in (dtypes.i8, dtypes.ui8):
         return None
-    n = w.shape[1]
-    if bias.size not in (1, n) or mult.size not in (1, n):
+    return lambda: ([], x_q), w, bias, x_q.type.element_type == dtypes.i8
+
+
+def _conv_rows(acc: SSAValue) -> Rows | None:
+    """conv2d{nhwc, group 1}(sub?(cast(x_q) to i32, z_x), w, bias), the cast and
+    a transpose of x in either order: the rows are x_q (transposed in 8 bits),
+    padded with z_x (the real zero), through im2col unless the conv is 1×1 with
+    stride 1; w [O, KH, KW, C] → [KH·KW·C, O]; z_x folds into the bias."""
+    conv = _single(acc, graph.Conv2dOp)
+    if conv is None or conv.attr("layout") != "nhwc" or conv.attr("group") != 1:
         return None
-    return _Chain(x_q, w, bias, mult, mul)  # type: ignore[arg-type]
+    w, bias = _const(conv.weight), _const(conv.bias)
+    if w is None or bias is None or w.dtype != np.int32 or bias.dtype != np.int32:
+        return None
+    # the input side stays as it is (other convs may read it): x_q is read
+    # before the cast, the transpose redone on it, the sub folded into the bias
+    value, z_x, perm = conv.input, None, None
+    while not isinstance(cast := value.owner, graph.CastOp):
+        if isinstance(op := value.owner, graph.TransposeOp) and perm is None:
+            value, perm = op.operands[0], list(op.attr("perm"))
+        elif isinstance(op, graph.SubOp) and z_x is None:
+            z = _const(op.operands[1])
+            if z is None or z.size != 1:
+                return None
+            value, z_x = op.operands[0], int(z.reshape(-1)[0])
+        else:
+            return None
+    z_x = z_x or 0
+    x_q = cast.operands[0]
+    storage = x_q.type.element_type
+    if cast.result.type.element_type != dtypes.i32:
+        return None
+    if storage not in (dtypes.i8, dtypes.ui8):
+        return None
+    lo, hi = q.storage_range(storage)
+    if not lo <= z_x <= hi:
+        return None
+    o, kh, kw, c = w.shape
+    pads = list(conv.attr("pads"))
+    strides, dilations = list(conv.attr("strides")), list(conv.attr("dilations"))
+
+    def prep() -> tuple[list[Operation], SSAValue]:
+        ops: list[Operation] = []
+        rows = x_q
+        if perm is not None:
+            ops.append(graph.TransposeOp.build([rows], perm=perm))
+            rows = ops[-1].results[0]
+        if any(pads):
+            top, left, bottom, right = pads
+            fill = graph.ConstantOp.from_array(np.array(z_x, dtypes.to_numpy(storage)))
+            ops.append(fill)
+            ops.append(graph.PadOp.build(
+                [rows, fill.results[0]], pads=[0, top, left, 0, 0, bottom, right, 0],
+                mode="constant",
+            ))  # fmt: skip
+            rows = ops[-1].results[0]
+        if (kh, kw) != (1, 1) or strides != [1, 1]:
+            ops.append(Im2ColOp.build(
+                [rows], kernel_shape=[kh, kw], strides=strides, dilations=dilations
+            ))  # fmt: skip
+            rows = ops[-1].results[0]
+        return ops, rows
+
+    w2d = np.ascontiguousarray(w.reshape(o, kh * kw * c).T)
+    bias = bias.astype(np.int64) - z_x * w2d.astype(np.int64).sum(axis=0)
+    if np.abs(bias).max(initial=0) > np.iinfo(np.int32).max:
+        return None
+    return prep, w2d, bias.astype(np.int32), storage == dtypes.i8
 
 
 def _is_requantize(op: Operation) -> bool:
@@ -171,8 +279,7 @@ class PackGemm(RewritePattern):
         variant = self._variant(w)
         if variant is None:
             return
-        signed = chain.x_q.type.element_type == dtypes.i8
-        shift = signed and VARIANTS[variant].kg == 4
+        shift = chain.signed and VARIANTS[variant].kg == 4
         bias64 = np.broadcast_to(chain.bias.reshape(-1), (n,)).astype(np.int64)
         if shift:
             bias64 = bias64 - 128 * w.astype(np.int64).sum(axis=0)
@@ -187,12 +294,13 @@ class PackGemm(RewritePattern):
             *(_padded(a, n, np_, np.float32) for a in post),
         ]
         consts = [graph.ConstantOp.from_array(a) for a in arrays]
+        prep, rows = chain.prep()
         gemm = QGemmOp.build(
-            [chain.x_q, *(c.results[0] for c in consts)],
+            [rows, *(c.results[0] for c in consts)],
             variant=variant, k=k, n=n, relu=attrs.pop("relu", 0),
             shift_input=int(shift), **attrs,
         )  # fmt: skip
-        rewriter.insert([*consts, gemm], InsertPoint.before(last))
+        rewriter.insert([*prep, *consts, gemm], InsertPoint.before(last))
         rewriter.replace(last, [], [gemm.results[0]])
 
     def _variant(self, w: np.ndarray) -> str | None:
@@ -221,9 +329,40 @@ def _bias_f32(value: SSAValue, n: int) -> np.ndarray | None:
     return np.broadcast_to(data.reshape(-1), (n,)).astype(np.float32)
 
 
-class FoldBiasAdd(RewritePattern):
-    """quantize(relu?(add(dequantize(requantizing qgemm), bias))) [max] → the
-    qgemm's add_requantize epilogue (see the module docstring)."""
+def _peel(value: SSAValue, cls: type[Operation]) -> tuple[SSAValue, SSAValue] | None:
+    """(the side towards a qgemm, the other operand) of a `cls` op (add / mul)
+    read only here: the side a mul or the dequantize of a qgemm makes."""
+    op = _single(value, cls)
+    if op is None or op.results[0].type.element_type != dtypes.f32:
+        return None
+    for side in (0, 1):
+        owner = op.operands[side].owner
+        if isinstance(owner, graph.MulOp) or (
+            isinstance(owner, q.DequantizeOp) and isinstance(owner.input.owner, QGemmOp)
+        ):
+            return op.operands[side], op.operands[1 - side]
+    return None
+
+
+def _requantizing_gemm(value: SSAValue) -> tuple[QGemmOp, float] | None:
+    """(the qgemm, s_mid) when `value` is dequantize(a requantizing qgemm read
+    only here) with the qgemm's own zero point."""
+    dq = _single(value, q.DequantizeOp)
+    gemm = _single(dq.operands[0], QGemmOp) if dq is not None else None
+    if gemm is None or gemm.attrs().get("epilogue", "requantize") != "requantize":
+        return None
+    mid, gemm_zp = _scalar_params(dq), _const(gemm.zero_point)  # type: ignore[arg-type]
+    if mid is None or gemm_zp is None or mid[1].dtype != gemm_zp.dtype:
+        return None
+    if int(mid[1]) != int(gemm_zp.reshape(-1)[0]):
+        return None
+    return gemm, mid[0]  # type: ignore[return-value]
+
+
+class FoldAffine(RewritePattern):
+    """quantize(relu?(add?(mul?(dequantize(requantizing qgemm), scale), bias)))
+    [max] with constant per-column scale and bias → the qgemm's
+    affine_requantize epilogue (see the module docstring)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, q.QuantizeOp) or op.input.type.element_type != dtypes.f32:
@@ -234,39 +373,37 @@ class FoldBiasAdd(RewritePattern):
         value, relu = op.input, False
         if (r := _single(value, graph.ReluOp)) is not None:
             value, relu = r.operands[0], True
-        add = _single(value, graph.AddOp)
-        if add is None or add.result.type.element_type != dtypes.f32:
+        bias = scale = None
+        if (added := _peel(value, graph.AddOp)) is not None:
+            value, bias = added
+        if (scaled := _peel(value, graph.MulOp)) is not None:
+            value, scale = scaled
+        found = _requantizing_gemm(value)
+        if found is None or (bias is None and scale is None):
             return
-        for side in (0, 1):
-            dq = _single(add.operands[side], q.DequantizeOp)
-            gemm = dq and _single(dq.operands[0], QGemmOp)
-            if gemm is not None:
-                break
-        else:
-            return
-        if gemm.attrs().get("epilogue", "requantize") != "requantize":
-            return
-        mid, gemm_zp = _scalar_params(dq), _const(gemm.zero_point)
+        gemm, s_mid = found
         n = int(gemm.attr("n"))
-        bias = _bias_f32(add.operands[1 - side], n)
-        if mid is None or gemm_zp is None or bias is None:
+        addend = np.zeros(n, np.float32) if bias is None else _bias_f32(bias, n)
+        factor = np.ones(n, np.float32) if scale is None else _bias_f32(scale, n)
+        if addend is None or factor is None:
             return
-        if mid[1].dtype != gemm_zp.dtype or int(mid[1]) != int(gemm_zp.reshape(-1)[0]):
-            return
-        if shape_of(add.result.type) != shape_of(gemm.result.type):
+        if shape_of(op.input.type) != shape_of(gemm.result.type):
             return
         s_out, z_out = out
         relu_op = _relu_after(op, z_out)
         last = relu_op or op
         np_ = shape_of(gemm.bias.type)[0]
-        addend = np.zeros(np_, np.float32)
-        addend[:n] = bias
         consts = [
             graph.ConstantOp.from_array(a)
-            for a in (addend, np.array([mid[0], s_out], np.float32), z_out)
+            for a in (
+                _padded(addend, n, np_, np.float32),
+                _padded(factor, n, np_, np.float32),
+                np.array([s_mid, s_out], np.float32),
+                z_out,
+            )
         ]
         attrs = gemm.attrs()
-        attrs.update(epilogue="add_requantize", post_relu=int(relu or bool(relu_op)))
+        attrs.update(epilogue="affine_requantize", post_relu=int(relu or bool(relu_op)))
         new = QGemmOp.build(
             [*gemm.operands[:5], *(c.results[0] for c in consts)], **attrs
         )
@@ -290,5 +427,5 @@ class QuantPackGemmPass(ModulePass):
         walker = PatternRewriteWalker(PackGemm(variant), apply_recursively=False)
         walker.rewrite_module(op)
         dce(op)
-        PatternRewriteWalker(FoldBiasAdd(), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(FoldAffine(), apply_recursively=False).rewrite_module(op)
         dce(op)

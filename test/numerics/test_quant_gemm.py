@@ -227,7 +227,7 @@ def _epilogues(model, cpu: str) -> list[str]:
     ]
 
 
-EPILOGUE = {"q_add": "add_requantize", "q_add_relu": "add_requantize",
+EPILOGUE = {"q_add": "affine_requantize", "q_add_relu": "affine_requantize",
             "float": "dequantize"}  # fmt: skip
 
 

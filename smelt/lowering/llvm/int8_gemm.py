@@ -17,11 +17,11 @@ one 32-bit broadcast; one dot instruction per accumulator:
 
 Epilogue per vector: + bias, f32, × multiplier, round half to even, clamp to the
 storage range less the zero point (and above 0 with relu), + zero point; with
-`add_requantize` then − zero point, f32, × s_mid, + addend, ÷ s_out and the same
-rounding and clamping to the output's zero point; truncate, store (masked for the
-last panel's columns past N). With `dequantize`: + addend after the multiplier,
-an f32 store. The tail rows (M mod MR) get a
-smaller tile, the tail k group (K mod KG) byte loads; all shapes are static.
+`affine_requantize` then − zero point, f32, × s_mid, × scale, + addend, ÷ s_out
+and the same rounding and clamping to the output's zero point; truncate, store
+(masked for the last panel's columns past N). With `dequantize`: + addend after
+the multiplier, an f32 store. The tail rows (M mod MR) get a smaller tile, the
+tail k group (K mod KG) byte loads; all shapes are static.
 """
 
 from __future__ import annotations
@@ -223,11 +223,12 @@ class _Emitter:
             self.write(out, F32, row, col, valid)
             return
         q = self.requantize(scaled, self.zp, self.signed_mid, self.relu)
-        if self.epilogue == "add_requantize":
-            addend, scales, _ = self.post
+        if self.epilogue == "affine_requantize":
+            addend, scale, scales, _ = self.post
             s_mid, s_out = (self.splat(scales, t) for t in (0, 1))
             zero = ir.Constant(self.wv, [self.zp] * lanes)
             real = b.fmul(b.sitofp(b.sub(q, zero), self.fv), s_mid)
+            real = b.fmul(real, self.column(scale, col))
             real = b.fadd(real, self.column(addend, col))
             q = self.requantize(
                 b.fdiv(real, s_out), self.post_zp, self.signed_y, self.post_relu
