@@ -10,8 +10,8 @@ and, by `epilogue` (its operands after the first five, `post`):
                                     · scale[n] + addend[n], s_out, z_out),
                        post = (addend f32[N_p], scale f32[N_p], [s_mid, s_out]
                        f32[2], z_out), then max(·, z_out) with `post_relu`: a
-                       QDQ MatMul → Q → DQ → Add(bias) → Q (scale 1), or Conv →
-                       Q → DQ → BatchNorm → Q, each rounding kept
+                       QDQ MatMul → Q → DQ → Add(bias) → Q (scale 1), or
+                       Conv → Q → DQ → BatchNorm → Q, each rounding kept
     dequantize         y = f32(acc) · multiplier[n] + addend[n] (f32), post =
                     (addend f32[N_p],): a DQ → MatMul → (float) layer; the
                     zero_point operand is not read
@@ -69,6 +69,47 @@ VARIANTS: dict[str, Variant] = {
                           "avx512bw"),
     "pmaddwd256": Variant(8, 16, 2, np.int16, 6, "llvm.x86.avx2.pmadd.wd", "avx2"),
 }  # fmt: skip
+
+
+PARAMS_ATTR = "quant.qgemm"
+"""On the `func.call @smelt.qgemm` of a qgemm kernel: its parameters (a dictionary,
+`lower_qgemm.py` writes it, the LLVM target reads it)."""
+CALLEE = "smelt.qgemm"
+
+UNIT_TARGET = 16  # work units per GEMM when it is large enough: 2 per thread at 8
+PANELS_PER_UNIT = 4  # column panels per unit
+ROW_BLOCK_BYTES = 1 << 18  # the rows of x one unit reads: within L2
+
+
+class Units(NamedTuple):
+    """How a qgemm splits into units (tasks of a parallel loop): row blocks of
+    `block_rows` (the last one shorter) × column chunks of `chunk_panels` panels
+    (the last one shorter); unit u is row block u // chunks, chunk u % chunks."""
+
+    row_blocks: int
+    block_rows: int
+    chunks: int
+    chunk_panels: int
+
+    @property
+    def count(self) -> int:
+        return self.row_blocks * self.chunks
+
+
+def units(m: int, k: int, n: int, variant: str) -> Units:
+    """The split of an m × k × n qgemm: chunks of `PANELS_PER_UNIT` panels, rows
+    in blocks of whole register tiles, as many as make `UNIT_TARGET` units with
+    each block's rows of x within `ROW_BLOCK_BYTES` (at least 4 tiles a block)."""
+    v = VARIANTS[variant]
+    panels = -(-n // v.nr)
+    chunk_panels = min(panels, PANELS_PER_UNIT)
+    chunks = -(-panels // chunk_panels)
+    tiles = -(-m // v.mr)
+    wanted = max(1, -(-UNIT_TARGET // chunks))
+    fits = max(1, ROW_BLOCK_BYTES // (max(k, 1) * v.mr))
+    per_block = min(tiles, max(4, min(-(-tiles // wanted), fits)))
+    block_rows = per_block * v.mr
+    return Units(-(-m // block_rows), block_rows, chunks, chunk_panels)
 
 
 def choose_variant(has) -> str | None:
@@ -224,7 +265,7 @@ def im2col(
 
 @irdl_op_definition
 class Im2ColOp(GraphOp):
-    """y[n, oh, ow, (i · KW + j) · C + c] = x[n, oh · sh + i · dh, ow · sw + j · dw, c]
+    """y[n, oh, ow, (i·KW + j)·C + c] = x[n, oh·sh + i·dh, ow·sw + j·dw, c]
     for an NHWC 8-bit x with its padding already in place (attributes
     kernel_shape [KH, KW], strides, dilations)."""
 

@@ -1,41 +1,44 @@
-"""quant.qgemm → a kernel marked `quant.qgemm` whose body the LLVM target writes
-(`lowering/llvm/int8_gemm.py`): the packed micro-kernel has no loop-level form;
-quant.im2col → a copy nest.
+"""quant.qgemm → a kernel that runs the int8 GEMM micro-kernel by units, a parallel
+loop that loop-parallelize can spread over threads:
 
-The kernel's loop-level body only reads each input once (so convert-graph-to-loop
-keeps every argument); the attribute carries what the emitter needs:
-{variant, m, k, n, zero_point, relu, shift_input, signed_input, signed_output,
-epilogue, post_relu, post_zero_point}.
+    loop.for %u = 0 to U parallel {
+      func.call @smelt.qgemm(%x, %wp, %bias, %mult, %zp, %post..., %y, %u)
+          {quant.qgemm = {variant, m, k, n, ...}}
+    }
+
+(`quant_gemm.units` splits rows and columns into U units; the LLVM target defines
+@smelt.qgemm per parameter set, `lowering/llvm/int8_gemm.py`: the packed
+micro-kernel has no loop-level form). The call's attribute carries what the
+emitter needs: {variant, m, k, n, zero_point, relu, shift_input, signed_input,
+signed_output, signed_zero_point, epilogue, post_relu, post_zero_point,
+row_blocks, block_rows, chunks, chunk_panels}.
+
+quant.im2col → a copy nest.
 """
 
 from __future__ import annotations
 
 import math
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from smelt.dialects.dtypes import i8
 from smelt.dialects.graph_base import shape_of
 from smelt.dialects.graph_data import ConstantOp
-from smelt.dialects.quant_gemm import Im2ColOp, QGemmOp
+from smelt.dialects.quant_gemm import (
+    CALLEE,
+    PARAMS_ATTR,
+    VARIANTS,
+    Im2ColOp,
+    QGemmOp,
+    padded,
+    units,
+)
 from smelt.errors import SmeltError
 from smelt.lowering.loop_context import LoweringContext
-
-QGEMM_ATTR = "quant.qgemm"
-
-
-def is_qgemm_kernel(kernel: Operation) -> bool:
-    return QGEMM_ATTR in kernel.attributes
-
-
-def qgemm_params(kernel: Operation) -> dict[str, int | str]:
-    attr = kernel.attributes[QGEMM_ATTR]
-    assert isinstance(attr, DictionaryAttr)
-    return {
-        key: value.data if isinstance(value, StringAttr) else value.value.data
-        for key, value in attr.data.items()
-    }
+from smelt.passes.loop_analysis import WORK_ATTR
 
 
 def _constant_int(op: QGemmOp, value: SSAValue, what: str) -> int:
@@ -72,10 +75,20 @@ def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
         "post_relu": IntegerAttr(int(a.get("post_relu", 0)), i64),
         "post_zero_point": IntegerAttr(post_zp, i64),
     }
+    m, kk, n, variant = math.prod(xs[:-1]), int(a["k"]), int(a["n"]), str(a["variant"])
+    split = units(m, kk, n, variant)
+    params.update({f: IntegerAttr(getattr(split, f), i64) for f in split._fields})
     k = ctx.op_kernel(op)
-    k.func.attributes[QGEMM_ATTR] = DictionaryAttr(params)
-    for buffer in k.inputs:
-        k.load(buffer, [k.index(0)] * len(buffer.type.get_shape()))
+    v = VARIANTS[variant]
+    kp, _ = padded(kk, n, variant)
+    # vector dot ops of one unit: rows / MR tiles × MR rows × vectors × k groups
+    work = split.block_rows * split.chunk_panels * (v.nr // v.lanes) * (kp // v.kg)
+    with k.loop(split.count) as u:
+        call = func.CallOp(CALLEE, [*k.inputs, *k.outputs, u], [])
+        attrs: dict[str, Attribute] = {PARAMS_ATTR: DictionaryAttr(params)}
+        attrs[WORK_ATTR] = IntegerAttr(work, 64)
+        call.attributes.update(attrs)
+        k.emit(call)
 
 
 def lower_im2col(ctx: LoweringContext, op: Im2ColOp) -> None:

@@ -13,9 +13,11 @@ import smelt
 from smelt.compiler.driver import import_graph, lower
 from smelt.compiler.pipelines import preset
 from smelt.dialects.quant_gemm import (
+    VARIANTS,
     QGemmOp,
     choose_variant,
     pack_weights,
+    units,
     unpack_weights,
 )
 from smelt.targets.cpu_spec import CpuSpec, host
@@ -107,7 +109,9 @@ def _run(program, x_q):
     return list(out.values())[0] if isinstance(out, dict) else out[0]
 
 
-SHAPES = [(5, 13, 37), (17, 130, 50), (1, 3, 1)]
+# (300, 40, 200): 8 row blocks of 40 rows (the last 20) × 2 column chunks (the
+# last 3 panels, one a tail of 8 columns): every branch of a unit
+SHAPES = [(5, 13, 37), (17, 130, 50), (1, 3, 1), (300, 40, 200)]
 
 
 @pytest.mark.parametrize("cpu", list(CPUS))
@@ -166,9 +170,9 @@ def test_pack_round_trip(variant):
 
 
 def qdq_linear(m, k, n, act, tail: str, seed=0):
-    """x_q → DQ → MatMul(DQ(w_q)) then `tail`: "q_add" (→ Q → DQ →
-    Add(DQ(b_q)) → Q, onnxruntime's bias pattern), "q_add_relu" (the same with a Relu before the
-    last Q) or "float" (→ Add(b) → Tanh, a float output: no Q after the MatMul)."""
+    """x_q → DQ → MatMul(DQ(w_q)) then `tail`: "q_add" (→ Q → DQ → Add(DQ(b_q)) → Q,
+    onnxruntime's bias pattern), "q_add_relu" (the same with a Relu before the last
+    Q) or "float" (→ Add(b) → Tanh, a float output: no Q after the MatMul)."""
     rng = np.random.default_rng(seed)
     x_t = np.uint8 if act == "u8" else np.int8
     elem = TensorProto.UINT8 if act == "u8" else TensorProto.INT8
@@ -258,3 +262,18 @@ def test_epilogues_match_the_unpacked_chain(cpu, act, tail):
     else:
         diff = np.abs(got.astype(np.int32) - theirs.astype(np.int32))
         assert diff.max() <= 1 and (diff == 0).mean() >= 0.99
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "m,k,n", [(1, 3, 1), (300, 40, 200), (64, 1024, 4096), (12544, 147, 64)]
+)
+def test_units_cover_the_gemm(variant, m, k, n):
+    """Row blocks and column chunks cover every row and panel once, the last of
+    each possibly shorter."""
+    u = units(m, k, n, variant)
+    v = VARIANTS[variant]
+    panels = -(-n // v.nr)
+    assert (u.row_blocks - 1) * u.block_rows < m <= u.row_blocks * u.block_rows
+    assert (u.chunks - 1) * u.chunk_panels < panels <= u.chunks * u.chunk_panels
+    assert u.block_rows % v.mr == 0
