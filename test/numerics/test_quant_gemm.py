@@ -170,9 +170,10 @@ def test_pack_round_trip(variant):
 
 
 def qdq_linear(m, k, n, act, tail: str, seed=0):
-    """x_q → DQ → MatMul(DQ(w_q)) then `tail`: "q_add" (→ Q → DQ → Add(DQ(b_q)) → Q,
-    onnxruntime's bias pattern), "q_add_relu" (the same with a Relu before the last
-    Q) or "float" (→ Add(b) → Tanh, a float output: no Q after the MatMul)."""
+    """x_q → DQ → MatMul(DQ(w_q)) then `tail`: "q_add" (→ Q → DQ → Add(DQ(b_q))
+    → Q, onnxruntime's bias pattern), "q_add_relu" (the same with a Relu before
+    the last Q) or "float" (→ Add(b) → Tanh, a float output: no Q after the
+    MatMul)."""
     rng = np.random.default_rng(seed)
     x_t = np.uint8 if act == "u8" else np.int8
     elem = TensorProto.UINT8 if act == "u8" else TensorProto.INT8
