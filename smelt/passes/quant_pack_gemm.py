@@ -44,7 +44,6 @@ epilogue: the affine map and second rounding run on the GEMM's register tile.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,27 +58,11 @@ from xdsl.transforms.dead_code_elimination import dce
 from smelt.dialects import dtypes, graph
 from smelt.dialects import quant as q
 from smelt.dialects.graph_base import shape_of
-from smelt.dialects.quant_gemm import (
-    VARIANTS,
-    Im2ColOp,
-    QGemmOp,
-    choose_variant,
-    pack_weights,
-)
+from smelt.dialects.quant_gemm import VARIANTS, QGemmOp, choose_variant, pack_weights
 from smelt.dialects.quant_gemm import padded as padded_shape
 from smelt.dialects.target import cpu_target
+from smelt.passes.quant_gemm_chain import Chain, const, match_chain, single
 from smelt.targets.cpu_spec import CpuSpec
-
-
-def _const(value: SSAValue) -> np.ndarray | None:
-    owner = value.owner
-    return owner.to_array() if isinstance(owner, graph.ConstantOp) else None
-
-
-def _single(value: SSAValue, cls: type[Operation]) -> Operation | None:
-    """The op of type `cls` that produces `value`, used only once."""
-    owner = value.owner
-    return owner if isinstance(owner, cls) and value.has_one_use() else None
 
 
 def _padded(values: np.ndarray, n: int, np_: int, dtype) -> np.ndarray:
@@ -92,7 +75,7 @@ def _relu_after(op: Operation, zp: np.ndarray) -> Operation | None:
     """The `graph.max(op, zp)` that alone reads op's 8-bit result, if any."""
     uses = list(op.results[0].uses)
     if len(uses) == 1 and isinstance(user := uses[0].operation, graph.MaxOp):
-        c = _const(user.operands[1 - uses[0].index])
+        c = const(user.operands[1 - uses[0].index])
         same = c is not None and c.size == 1 and c.reshape(-1)[0] == zp.reshape(-1)[0]
         if same and user.result.type == op.results[0].type:
             return user
@@ -102,137 +85,10 @@ def _relu_after(op: Operation, zp: np.ndarray) -> Operation | None:
 def _scalar_params(
     op: q.QuantizeOp | q.DequantizeOp,
 ) -> tuple[float, np.ndarray] | None:
-    scale, zp = _const(op.scale), _const(op.zero_point)
+    scale, zp = const(op.scale), const(op.zero_point)
     if scale is None or zp is None or zp.size != 1 or scale.size != 1:
         return None
     return float(scale.reshape(-1)[0]), zp.reshape(())
-
-
-Prep = Callable[[], tuple[list[Operation], SSAValue]]
-"""Builds the ops that make a qgemm's rows (called once the rewrite is sure)."""
-
-
-@dataclass
-class _Chain:
-    """The integer contraction before cast f32 → mul(mult), matched: rows [..., K]
-    (made by `prep`) times w [K, N] + bias."""
-
-    prep: Prep
-    w: np.ndarray
-    bias: np.ndarray
-    mult: np.ndarray
-    mul: graph.MulOp
-    signed: bool
-
-
-def _chain(mul: Operation) -> _Chain | None:
-    if not isinstance(mul, graph.MulOp) or (mult := _const(mul.operands[1])) is None:
-        return None
-    to_float = _single(mul.operands[0], graph.CastOp)
-    if to_float is None or to_float.result.type.element_type != dtypes.f32:
-        return None
-    acc = to_float.operands[0]
-    found = _conv_rows(acc) if isinstance(acc.owner, graph.Conv2dOp) else None
-    if found is None:
-        found = _matmul_rows(acc)
-    if found is None:
-        return None
-    prep, w, bias, signed = found
-    n = w.shape[1]
-    if bias.size not in (1, n) or mult.size not in (1, n):
-        return None
-    if mult.size > 1 and mult.shape[-1] != n:
-        return None  # a multiplier along another axis than the columns
-    return _Chain(prep, w, bias, mult, mul, signed)  # type: ignore[arg-type]
-
-
-Rows = tuple[Prep, np.ndarray, np.ndarray, bool]
-
-
-def _matmul_rows(acc: SSAValue) -> Rows | None:
-    """add(matmul(cast(x_q) to i32, w), bias)."""
-    add = _single(acc, graph.AddOp)
-    if add is None or (bias := _const(add.operands[1])) is None:
-        return None
-    matmul = _single(add.operands[0], graph.MatMulOp)
-    if matmul is None or (w := _const(matmul.operands[1])) is None:
-        return None
-    widen = matmul.operands[0].owner  # other matmuls may read it too (CSE)
-    if not isinstance(widen, graph.CastOp) or w.ndim != 2 or w.dtype != np.int32:
-        return None
-    x_q = widen.operands[0]
-    if len(x_q.type.get_shape()) < 2:
-        return None
-    if x_q.type.element_type not in (dtypes.i8, dtypes.ui8):
-        return None
-    return lambda: ([], x_q), w, bias, x_q.type.element_type == dtypes.i8
-
-
-def _conv_rows(acc: SSAValue) -> Rows | None:
-    """conv2d{nhwc, group 1}(sub?(cast(x_q) to i32, z_x), w, bias), the cast and
-    a transpose of x in either order: the rows are x_q (transposed in 8 bits),
-    padded with z_x (the real zero), through im2col unless the conv is 1×1 with
-    stride 1; w [O, KH, KW, C] → [KH·KW·C, O]; z_x folds into the bias."""
-    conv = _single(acc, graph.Conv2dOp)
-    if conv is None or conv.attr("layout") != "nhwc" or conv.attr("group") != 1:
-        return None
-    w, bias = _const(conv.weight), _const(conv.bias)
-    if w is None or bias is None or w.dtype != np.int32 or bias.dtype != np.int32:
-        return None
-    # the input side stays as it is (other convs may read it): x_q is read
-    # before the cast, the transpose redone on it, the sub folded into the bias
-    value, z_x, perm = conv.input, None, None
-    while not isinstance(cast := value.owner, graph.CastOp):
-        if isinstance(op := value.owner, graph.TransposeOp) and perm is None:
-            value, perm = op.operands[0], list(op.attr("perm"))
-        elif isinstance(op, graph.SubOp) and z_x is None:
-            z = _const(op.operands[1])
-            if z is None or z.size != 1:
-                return None
-            value, z_x = op.operands[0], int(z.reshape(-1)[0])
-        else:
-            return None
-    z_x = z_x or 0
-    x_q = cast.operands[0]
-    storage = x_q.type.element_type
-    if cast.result.type.element_type != dtypes.i32:
-        return None
-    if storage not in (dtypes.i8, dtypes.ui8):
-        return None
-    lo, hi = q.storage_range(storage)
-    if not lo <= z_x <= hi:
-        return None
-    o, kh, kw, c = w.shape
-    pads = list(conv.attr("pads"))
-    strides, dilations = list(conv.attr("strides")), list(conv.attr("dilations"))
-
-    def prep() -> tuple[list[Operation], SSAValue]:
-        ops: list[Operation] = []
-        rows = x_q
-        if perm is not None:
-            ops.append(graph.TransposeOp.build([rows], perm=perm))
-            rows = ops[-1].results[0]
-        if any(pads):
-            top, left, bottom, right = pads
-            fill = graph.ConstantOp.from_array(np.array(z_x, dtypes.to_numpy(storage)))
-            ops.append(fill)
-            ops.append(graph.PadOp.build(
-                [rows, fill.results[0]], pads=[0, top, left, 0, 0, bottom, right, 0],
-                mode="constant",
-            ))  # fmt: skip
-            rows = ops[-1].results[0]
-        if (kh, kw) != (1, 1) or strides != [1, 1]:
-            ops.append(Im2ColOp.build(
-                [rows], kernel_shape=[kh, kw], strides=strides, dilations=dilations
-            ))  # fmt: skip
-            rows = ops[-1].results[0]
-        return ops, rows
-
-    w2d = np.ascontiguousarray(w.reshape(o, kh * kw * c).T)
-    bias = bias.astype(np.int64) - z_x * w2d.astype(np.int64).sum(axis=0)
-    if np.abs(bias).max(initial=0) > np.iinfo(np.int32).max:
-        return None
-    return prep, w2d, bias.astype(np.int32), storage == dtypes.i8
 
 
 def _is_requantize(op: Operation) -> bool:
@@ -249,7 +105,7 @@ class PackGemm(RewritePattern):
     variant: str
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        chain = _chain(op)
+        chain = match_chain(op)
         if chain is None:
             return
         uses = list(op.results[0].uses)
@@ -263,7 +119,7 @@ class PackGemm(RewritePattern):
             return
         n, last, addend = chain.w.shape[1], op, np.zeros(1, np.float32)
         if len(uses) == 1 and isinstance(add := uses[0].operation, graph.AddOp):
-            other = _const(add.operands[1 - uses[0].index])
+            other = const(add.operands[1 - uses[0].index])
             fits = other is not None and other.dtype == np.float32
             if fits and other.size in (1, n) and add.result.type == op.results[0].type:
                 last, addend = add, other
@@ -271,7 +127,7 @@ class PackGemm(RewritePattern):
         self._rewrite(rewriter, chain, last, zero, [addend], epilogue="dequantize")
 
     def _rewrite(
-        self, rewriter, chain: _Chain, last: Operation, zp: np.ndarray,
+        self, rewriter, chain: Chain, last: Operation, zp: np.ndarray,
         post: list[np.ndarray], **attrs,
     ) -> None:  # fmt: skip
         w = chain.w
@@ -314,10 +170,10 @@ class PackGemm(RewritePattern):
 def _bias_f32(value: SSAValue, n: int) -> np.ndarray | None:
     """A constant bias of [N] (or broadcast to it along N only) in f32, as the
     graph computes it: a constant, or a dequantize of one in f32 arithmetic."""
-    data = _const(value)
+    data = const(value)
     if isinstance(value.owner, q.DequantizeOp):
         dq = value.owner
-        qv, s, z = (_const(o) for o in dq.operands)
+        qv, s, z = (const(o) for o in dq.operands)
         if qv is None or s is None or z is None:
             return None
         data = (qv.astype(np.float32) - z.astype(np.float32)) * s.astype(np.float32)
@@ -332,7 +188,7 @@ def _bias_f32(value: SSAValue, n: int) -> np.ndarray | None:
 def _peel(value: SSAValue, cls: type[Operation]) -> tuple[SSAValue, SSAValue] | None:
     """(the side towards a qgemm, the other operand) of a `cls` op (add / mul)
     read only here: the side a mul or the dequantize of a qgemm makes."""
-    op = _single(value, cls)
+    op = single(value, cls)
     if op is None or op.results[0].type.element_type != dtypes.f32:
         return None
     for side in (0, 1):
@@ -347,11 +203,11 @@ def _peel(value: SSAValue, cls: type[Operation]) -> tuple[SSAValue, SSAValue] | 
 def _requantizing_gemm(value: SSAValue) -> tuple[QGemmOp, float] | None:
     """(the qgemm, s_mid) when `value` is dequantize(a requantizing qgemm read
     only here) with the qgemm's own zero point."""
-    dq = _single(value, q.DequantizeOp)
-    gemm = _single(dq.operands[0], QGemmOp) if dq is not None else None
+    dq = single(value, q.DequantizeOp)
+    gemm = single(dq.operands[0], QGemmOp) if dq is not None else None
     if gemm is None or gemm.attrs().get("epilogue", "requantize") != "requantize":
         return None
-    mid, gemm_zp = _scalar_params(dq), _const(gemm.zero_point)  # type: ignore[arg-type]
+    mid, gemm_zp = _scalar_params(dq), const(gemm.zero_point)  # type: ignore[arg-type]
     if mid is None or gemm_zp is None or mid[1].dtype != gemm_zp.dtype:
         return None
     if int(mid[1]) != int(gemm_zp.reshape(-1)[0]):
@@ -371,7 +227,7 @@ class FoldAffine(RewritePattern):
         if out is None or op.result.type.element_type not in (dtypes.i8, dtypes.ui8):
             return
         value, relu = op.input, False
-        if (r := _single(value, graph.ReluOp)) is not None:
+        if (r := single(value, graph.ReluOp)) is not None:
             value, relu = r.operands[0], True
         bias = scale = None
         if (added := _peel(value, graph.AddOp)) is not None:
