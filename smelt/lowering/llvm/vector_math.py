@@ -64,16 +64,13 @@ FUNCTIONS = ("exp", "tanh", "erf")
 
 
 def applies(name: str, ty: ir.Type) -> bool:
-    """Whether math.`name` on `ty` (an f32 / f16 vector, or a scalar tanh / erf)
-    has a polynomial version here. A scalar tanh or erf is one too: straight-line
-    code where libm would be a call, so that LLVM's loop vectorizer can still
-    vectorize the loop around it (one that loop-vectorize left scalar: a
-    quantized GELU's int / float casts); a scalar exp stays `llvm.exp`, which
-    LLVM vectorizes by itself."""
+    """Whether math.`name` on `ty` (an f32 / f16 vector or scalar) has a
+    polynomial version here. Scalars too: straight-line code where libm would be
+    a call (`llvm.exp` included: it becomes `expf`), so that LLVM's loop
+    vectorizer can still vectorize the loop around it (one that loop-vectorize
+    left scalar: a quantized GELU's or softmax's int / float casts)."""
     element = ty.element if isinstance(ty, ir.VectorType) else ty
-    if not isinstance(element, ir.FloatType | ir.HalfType):
-        return False
-    return name in FUNCTIONS and (isinstance(ty, ir.VectorType) or name != "exp")
+    return name in FUNCTIONS and isinstance(element, ir.FloatType | ir.HalfType)
 
 
 def emit(em: KernelEmitter, name: str, x: ir.Value) -> ir.Value:
