@@ -33,9 +33,15 @@ FUSE = ("graph-simplify", "graph-fuse")
 GRAPH_OPT = ",".join(CLEANUP + FUSE)
 GRAPH_OPT_NHWC = ",".join(CLEANUP + NHWC + FUSE)
 
-# QDQ matmul / gemm layers as packed int8 GEMMs (conv stays float: its i32 loop
-# nest is slower than the float kernels).
-INT8 = ("quant-fold-qdq{conv=false}", "quant-pack-gemm")
+# QDQ layers as packed int8 GEMMs. Without NHWC (O1): matmul / gemm only, both
+# passes right after the clean-up (INT8). With NHWC (O2, O3) convs too, as im2col
+# rows (grouped convs stay float: no qgemm takes them, their i32 loops are slow):
+# the fold after the clean-up, quant-pack-gemm after the layout conversion's
+# clean-up, which puts the convs (and a batch norm after one, as quant-fold-qdq
+# rewrites it) in NHWC.
+INT8_PACK = "quant-pack-gemm"
+INT8 = ("quant-fold-qdq{conv=false}", INT8_PACK)
+INT8_FOLD_NHWC = "quant-fold-qdq{grouped_conv=false}"
 
 # What turns the vectorized micro-tile into a register-blocked kernel: unroll the
 # vector columns, unroll-and-jam the rows into the k loop, keep C in registers
@@ -113,8 +119,9 @@ def preset(
 
     CPU presets start with `target-attach-cpu` for `cpu` ("host" or an LLVM CPU
     name with feature edits, see `CpuSpec.parse`), written out in full so that the
-    string replays the build on any machine, and add `INT8` after the clean-up
-    when `cpu` has an int8 GEMM micro-kernel. With `threads` > 1, CPU presets
+    string replays the build on any machine, and add the int8 passes (`INT8`,
+    or with NHWC the fold after the clean-up and `INT8_PACK` after the layout
+    conversion's) when `cpu` has an int8 GEMM micro-kernel. With `threads` > 1, CPU presets
     O2/O3 plan blocks for the threads and end their loop passes with
     `loop-parallelize{threads=N}`: the only place a thread count comes from.
     `precision` "bf16" / "f16" adds `quant-cast` after the clean-up.
@@ -133,9 +140,15 @@ def preset(
     p = levels[level]
     passes = [attach_pass(CpuSpec.parse(cpu))] if target == "cpu" else []
     passes += [*p.cleanup, *_cast(precision)]
+    graph = list(p.graph)
     if p.cleanup and target == "cpu" and _has_int8_gemm(cpu):
-        passes += INT8
-    passes += [*p.graph, LOWER]
+        if NHWC[0] in graph:
+            passes.append(INT8_FOLD_NHWC)
+            after = graph.index("graph-simplify", graph.index(NHWC[0])) + 1
+            graph.insert(after, INT8_PACK)
+        else:
+            passes += INT8
+    passes += [*graph, LOWER]
     if p.scheduled:
         blocks = BLOCKS_PER_THREAD * threads if threads > 1 else 0
         passes += ["loop-dedup-kernels", *cpu_loop_opt(min_blocks=blocks)]

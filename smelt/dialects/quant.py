@@ -42,7 +42,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
 from smelt.dialects.graph_base import GraphOp, broadcast_shapes, shape_of, tensor
-from smelt.dialects.quant_gemm import QGemmOp
+from smelt.dialects.quant_gemm import Im2ColOp, QGemmOp
 
 # --- storage and expressed types ---------------------------------------------------
 
@@ -376,6 +376,6 @@ class RequantizeOp(_QuantOp):
 
 Quant = Dialect(
     "quant",
-    [QuantizeOp, DequantizeOp, RequantizeOp, QGemmOp],
+    [QuantizeOp, DequantizeOp, RequantizeOp, QGemmOp, Im2ColOp],
     [UniformQuantizedType],
 )

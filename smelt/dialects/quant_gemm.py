@@ -1,15 +1,34 @@
-"""quant.qgemm: an int8 GEMM with prepacked weights and a fused requantization.
+"""quant.qgemm: an int8 GEMM with prepacked weights and a fused epilogue.
 
-    y[m, n] = requant(Σ_k a[m, k] · W[k, n] + bias[n])          (i32 accumulation)
-    a       = x, or x + 128 (`shift_input`: an s8 x read as u8 by `vpdpbusd`)
-    requant = saturate(round_half_even(f32(acc) · multiplier[n]) + zero_point),
-              then max(·, zero_point) with `relu`
+    acc[m, n] = Σ_k a[m, k] · W[k, n] + bias[n]                   (i32 accumulation)
+    a         = x, or x + 128 (`shift_input`: an s8 x read as u8 by `vpdpbusd`)
 
-x is u8 / s8 [..., K]; W (int, [K, N]) is stored packed for one micro-kernel
-`variant` (`VARIANTS`): wp[N_p / NR, K_p / KG, NR, KG] with
-wp[j, g, c, t] = W[g · KG + t, j · NR + c], zero past K and N (so a padded k or
-column adds nothing). bias (i32) and multiplier (f32) are padded to N_p. quant-pack-gemm
-builds it; the LLVM target emits `lowering/llvm/int8_gemm.py` for it.
+and, by `epilogue` (its operands after the first five, `post`):
+
+    requantize         y = requant(acc)  (the default; no post operands)
+    affine_requantize  y = quantize(dequantize(requant(acc), s_mid, zero_point)
+                                    · scale[n] + addend[n], s_out, z_out),
+                       post = (addend f32[N_p], scale f32[N_p], [s_mid, s_out]
+                       f32[2], z_out), then max(·, z_out) with `post_relu`: a
+                       QDQ MatMul → Q → DQ → Add(bias) → Q (scale 1), or
+                       Conv → Q → DQ → BatchNorm → Q, each rounding kept
+    dequantize         y = f32(acc) · multiplier[n] + addend[n] (f32), post =
+                    (addend f32[N_p],): a DQ → MatMul → (float) layer; the
+                    zero_point operand is not read
+    requant(acc)    = saturate(round_half_even(f32(acc) · multiplier[n]) +
+                      zero_point), then max(·, zero_point) with `relu`
+
+Every float step is the f32 operation that the unfused ops compute (a division
+for a quantize), so the fold changes no bit. x is u8 / s8 [..., K]; W (int,
+[K, N]) is stored packed for one micro-kernel `variant` (`VARIANTS`):
+wp[N_p / NR, K_p / KG, NR, KG] with wp[j, g, c, t] = W[g · KG + t, j · NR + c],
+zero past K and N (so a padded k or column adds nothing). bias (i32), multiplier
+and addend (f32) are padded to N_p. quant-pack-gemm builds it; the LLVM target
+emits `lowering/llvm/int8_gemm.py` for it.
+
+quant.im2col gathers the patches of an NHWC 8-bit tensor (padded beforehand) as
+the rows of a qgemm input: a k×k conv is a qgemm of its im2col by the weights
+[KH·KW·C, O].
 """
 
 from __future__ import annotations
@@ -18,7 +37,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
-from xdsl.irdl import irdl_op_definition, operand_def, result_def
+from xdsl.irdl import irdl_op_definition, operand_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
@@ -52,6 +71,47 @@ VARIANTS: dict[str, Variant] = {
 }  # fmt: skip
 
 
+PARAMS_ATTR = "quant.qgemm"
+"""On the `func.call @smelt.qgemm` of a qgemm kernel: its parameters (a dictionary,
+`lower_qgemm.py` writes it, the LLVM target reads it)."""
+CALLEE = "smelt.qgemm"
+
+UNIT_TARGET = 16  # work units per GEMM when it is large enough: 2 per thread at 8
+PANELS_PER_UNIT = 4  # column panels per unit
+ROW_BLOCK_BYTES = 1 << 18  # the rows of x one unit reads: within L2
+
+
+class Units(NamedTuple):
+    """How a qgemm splits into units (tasks of a parallel loop): row blocks of
+    `block_rows` (the last one shorter) × column chunks of `chunk_panels` panels
+    (the last one shorter); unit u is row block u // chunks, chunk u % chunks."""
+
+    row_blocks: int
+    block_rows: int
+    chunks: int
+    chunk_panels: int
+
+    @property
+    def count(self) -> int:
+        return self.row_blocks * self.chunks
+
+
+def units(m: int, k: int, n: int, variant: str) -> Units:
+    """The split of an m × k × n qgemm: chunks of `PANELS_PER_UNIT` panels, rows
+    in blocks of whole register tiles, as many as make `UNIT_TARGET` units with
+    each block's rows of x within `ROW_BLOCK_BYTES` (at least 4 tiles a block)."""
+    v = VARIANTS[variant]
+    panels = -(-n // v.nr)
+    chunk_panels = min(panels, PANELS_PER_UNIT)
+    chunks = -(-panels // chunk_panels)
+    tiles = -(-m // v.mr)
+    wanted = max(1, -(-UNIT_TARGET // chunks))
+    fits = max(1, ROW_BLOCK_BYTES // (max(k, 1) * v.mr))
+    per_block = min(tiles, max(4, min(-(-tiles // wanted), fits)))
+    block_rows = per_block * v.mr
+    return Units(-(-m // block_rows), block_rows, chunks, chunk_panels)
+
+
 def choose_variant(has) -> str | None:
     """The best variant for a CPU (`has(feature)`), or None (generic loops)."""
     for name in ("vnni512", "vnni256", "pmaddwd512", "pmaddwd256"):
@@ -82,24 +142,45 @@ def unpack_weights(wp: np.ndarray, k: int, n: int) -> np.ndarray:
     return full[:k, :n]
 
 
+EPILOGUES = ("requantize", "affine_requantize", "dequantize")
+POST_OPERANDS = {"requantize": 0, "affine_requantize": 4, "dequantize": 1}
+
+
+def _requantize(
+    scaled: np.ndarray, zp: int, dtype: np.dtype, relu: bool
+) -> np.ndarray:
+    """saturate(round_half_even(scaled) + zp) [max(·, zp)] as `dtype`."""
+    info = np.iinfo(dtype)
+    lo = max(info.min, zp) if relu else info.min
+    return np.clip(np.rint(scaled.astype(np.float64)) + zp, lo, info.max).astype(dtype)
+
+
 def reference(
     x: np.ndarray, wp: np.ndarray, bias: np.ndarray, mult: np.ndarray,
-    zp: np.ndarray, k: int, n: int, relu: bool, shift_input: bool,
+    zp: np.ndarray, post: list[np.ndarray], k: int, n: int, relu: bool,
+    shift_input: bool, epilogue: str = "requantize", post_relu: bool = False,
 ) -> np.ndarray:  # fmt: skip
-    """quant.qgemm in numpy (exact: the f32 product as the kernel computes it)."""
+    """quant.qgemm in numpy (exact: the f32 steps as the kernel computes them)."""
     w = unpack_weights(wp, k, n).astype(np.int64)
     a = x.astype(np.int64) + (128 if shift_input else 0)
     acc = (a.reshape(-1, k) @ w + bias[:n].astype(np.int64)).astype(np.int32)
     scaled = acc.astype(np.float32) * mult[:n].astype(np.float32)
-    info = np.iinfo(zp.dtype)
-    lo = max(info.min, int(zp)) if relu else info.min
-    y = np.clip(np.rint(scaled.astype(np.float64)) + int(zp), lo, info.max)
-    return y.astype(zp.dtype).reshape(*x.shape[:-1], n)
+    if epilogue == "dequantize":
+        y = scaled + post[0][:n].astype(np.float32)
+        return y.astype(np.float32).reshape(*x.shape[:-1], n)
+    z = int(zp)
+    y = _requantize(scaled, z, zp.dtype, relu)
+    if epilogue == "affine_requantize":
+        addend, scale, scales, z_out = post
+        s_mid, s_out = (np.float32(v) for v in scales.reshape(-1))
+        real = (y.astype(np.float32) - np.float32(z)) * s_mid * scale[:n] + addend[:n]
+        y = _requantize(real / s_out, int(z_out), z_out.dtype, post_relu)
+    return y.reshape(*x.shape[:-1], n)
 
 
 @irdl_op_definition
 class QGemmOp(GraphOp):
-    """y = requant(x @ W + bias) with W packed (see the module docstring)."""
+    """y = epilogue(x @ W + bias) with W packed (see the module docstring)."""
 
     FOLDABLE: ClassVar[bool] = False
 
@@ -109,17 +190,27 @@ class QGemmOp(GraphOp):
     bias = operand_def(TensorType)
     multiplier = operand_def(TensorType)
     zero_point = operand_def(TensorType)
+    post = var_operand_def(TensorType)
+
     result = result_def(TensorType)
 
     @classmethod
     def infer(cls, types, attrs):
-        x, wp, bias, mult, zp = types
+        x, wp, bias, mult, zp, *post = types
         variant = attrs.get("variant")
         if variant not in VARIANTS:
             raise VerifyException(f"unknown qgemm variant {variant!r}")
+        epilogue = attrs.get("epilogue", "requantize")
+        if epilogue not in EPILOGUES:
+            raise VerifyException(f"unknown qgemm epilogue {epilogue!r}")
+        if len(post) != POST_OPERANDS[epilogue]:
+            raise VerifyException(
+                f"a qgemm with epilogue {epilogue} takes "
+                f"{5 + POST_OPERANDS[epilogue]} operands"
+            )
         eight = (dtypes.i8, dtypes.ui8)
         if x.element_type not in eight or zp.element_type not in eight:
-            raise VerifyException("qgemm reads and writes 8-bit integers")
+            raise VerifyException("qgemm reads 8-bit integers")
         xs = shape_of(x)
         k, n = int(attrs["k"]), int(attrs["n"])
         kp, np_ = padded(k, n, variant)
@@ -131,4 +222,67 @@ class QGemmOp(GraphOp):
                                   f"{variant}, k={k}, n={n}")  # fmt: skip
         if shape_of(bias) != (np_,) or shape_of(mult) != (np_,):
             raise VerifyException(f"qgemm bias and multiplier must be [{np_}]")
+        columns = post[:2] if epilogue == "affine_requantize" else post[:1]
+        if any(shape_of(p) != (np_,) or p.element_type != dtypes.f32 for p in columns):
+            raise VerifyException(f"qgemm addend and scale must be f32 [{np_}]")
+        if epilogue == "dequantize":
+            return [tensor(dtypes.f32, (*xs[:-1], n))]
+        if epilogue == "affine_requantize":
+            scales, z_out = post[2:]
+            if shape_of(scales) != (2,) or shape_of(z_out) != ():
+                raise VerifyException("qgemm affine_requantize needs f32[2] scales "
+                                      "and a scalar output zero point")  # fmt: skip
+            if z_out.element_type not in eight:
+                raise VerifyException("qgemm writes 8-bit integers or f32")
+            return [tensor(z_out.element_type, (*xs[:-1], n))]
         return [tensor(zp.element_type, (*xs[:-1], n))]
+
+
+def im2col_shape(
+    x: tuple[int, ...], kernel: list[int], strides: list[int], dilations: list[int]
+) -> tuple[int, ...]:
+    n, h, w, c = x
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    oh = (h - (kh - 1) * dh - 1) // sh + 1
+    ow = (w - (kw - 1) * dw - 1) // sw + 1
+    return n, oh, ow, kh * kw * c
+
+
+def im2col(
+    x: np.ndarray, kernel: list[int], strides: list[int], dilations: list[int]
+) -> np.ndarray:
+    """quant.im2col in numpy (see `Im2ColOp`)."""
+    n, oh, ow, _ = im2col_shape(x.shape, kernel, strides, dilations)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    patches = [
+        x[:, i * dh : i * dh + (oh - 1) * sh + 1 : sh,
+          j * dw : j * dw + (ow - 1) * sw + 1 : sw, :]
+        for i in range(kh)
+        for j in range(kw)
+    ]  # fmt: skip
+    return np.concatenate(patches, axis=-1).reshape(n, oh, ow, -1)
+
+
+@irdl_op_definition
+class Im2ColOp(GraphOp):
+    """y[n, oh, ow, (i·KW + j)·C + c] = x[n, oh·sh + i·dh, ow·sw + j·dw, c]
+    for an NHWC 8-bit x with its padding already in place (attributes
+    kernel_shape [KH, KW], strides, dilations)."""
+
+    name = "quant.im2col"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types, attrs):
+        (x,) = types
+        if x.element_type not in (dtypes.i8, dtypes.ui8) or len(shape_of(x)) != 4:
+            raise VerifyException("im2col takes an NHWC tensor of 8-bit integers")
+        params = [list(attrs[a]) for a in ("kernel_shape", "strides", "dilations")]
+        if any(len(p) != 2 or min(p) < 1 for p in params):
+            raise VerifyException("im2col needs two positive kernel dims, strides "
+                                  "and dilations")  # fmt: skip
+        out = im2col_shape(shape_of(x), *params)
+        if min(out) < 1:
+            raise VerifyException(f"im2col window larger than the input {shape_of(x)}")
+        return [tensor(x.element_type, out)]

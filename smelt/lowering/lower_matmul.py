@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from smelt.dialects import graph, loop
+from smelt.dialects import dtypes, graph, loop, target
 from smelt.lowering.kernel_io import Anchor, KernelIO
+from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_builder import (
     BATCH_ROLE,
     MATMUL_PATTERN,
@@ -17,7 +19,7 @@ from smelt.lowering.loop_builder import (
     tag_loops,
 )
 from smelt.lowering.loop_nests import broadcast_index
-from smelt.lowering.scalar_ops import Arith
+from smelt.lowering.scalar_ops import Arith, memref_type
 
 # (batch ivs, row or column iv, contraction iv) -> buffer indices
 OperandIndex = Callable[[list[Index], Index, Index], list[Index]]
@@ -42,7 +44,8 @@ def emit_contraction(
     io: KernelIO, a: Arith, c: Contraction, finish: Epilogue | None = None
 ) -> None:
     """Dot form (scalar iter_arg over k innermost) when n is 1, the type is a 16-bit
-    float or no output can hold partial sums; else the axpy form (a zero fill, an
+    float or no output can hold partial sums (nor a scratch from `prepare`, the
+    one extra input); else the axpy form (a zero fill, an
     m-k-n band accumulating in the output with n innermost, then the epilogue),
     which LLVM vectorizes along n and `loop-schedule` register-blocks. `finish(acc, b, m, n)` maps a finished sum (gemm's alpha,
     beta * C) before the fused epilogue sees it."""
@@ -50,6 +53,8 @@ def emit_contraction(
     finishes = finish is not None
     finish = finish or (lambda v, _b, _m, _n: v)
     scratch = io.result_buffer(0)
+    if scratch is None and len(io.extra) == 1:  # from `prepare`
+        scratch = io.extra[0]
     if c.n == 1 or a.type != a.storage or scratch is None:
         with k.nest([*c.batch, c.m, c.n]) as ivs:
             tag_loops(ivs, [BATCH_ROLE] * len(c.batch) + ["m", "n"])
@@ -142,7 +147,35 @@ def emit_gemm(io: KernelIO, op: graph.GemmOp) -> None:
     emit_contraction(io, a, c, finish)
 
 
+def prepare(
+    ctx: LoweringContext, op: Operation, _operand_buffer: Callable[[int], SSAValue]
+) -> list[SSAValue]:
+    """[an f32 scratch of the result's shape] when `op` is a float matmul / gemm
+    whose kernel writes no output of its own type (a fused epilogue casts, e.g.
+    the quantize of a QDQ attention matmul): the axpy form can then accumulate
+    in it instead of falling back to the dot form, which no schedule tiles.
+    CPU targets only (`#target.cpu`): the triton target keeps the dot form."""
+    module = op.get_toplevel_object()
+    if not (isinstance(module, ModuleOp) and target.cpu_target(module) is not None):
+        return []
+    result = op.results[0]
+    vector_rhs = isinstance(op, graph.MatMulOp) and len(graph.shape_of(op.rhs)) == 1
+    if graph.element_type_of(result) != dtypes.f32 or vector_rhs:
+        return []
+    if graph.shape_of(result)[-1] == 1:
+        return []  # n = 1: the dot form
+    fused = op.parent_op()
+    outputs = (
+        list(fused.body.block.last_op.operands)  # type: ignore[union-attr]
+        if isinstance(fused, graph.FusedOp)
+        else [result]
+    )
+    if any(v.type == result.type for v in outputs):
+        return []
+    return [ctx.alloc(memref_type(result.type))]  # type: ignore[arg-type]
+
+
 ANCHORS: dict[type[Operation], Anchor] = {
-    graph.MatMulOp: Anchor(emit_matmul),  # type: ignore[arg-type]
-    graph.GemmOp: Anchor(emit_gemm),  # type: ignore[arg-type]
+    graph.MatMulOp: Anchor(emit_matmul, prepare),  # type: ignore[arg-type]
+    graph.GemmOp: Anchor(emit_gemm, prepare),  # type: ignore[arg-type]
 }

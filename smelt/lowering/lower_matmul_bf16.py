@@ -80,7 +80,16 @@ def _bf16(op: Operation) -> bool:
 def prepare(
     ctx: LoweringContext, op: Operation, operand_buffer: Callable[[int], SSAValue]
 ) -> list[SSAValue]:
-    """[packed B, f32 scratch] when the fast path applies, else []."""
+    """[packed B, f32 scratch] when the fast path applies, else what
+    `lower_matmul.prepare` gives the generic lowering."""
+    return _prepare_fast(ctx, op, operand_buffer) or lower_matmul.prepare(
+        ctx, op, operand_buffer
+    )
+
+
+def _prepare_fast(
+    ctx: LoweringContext, op: Operation, operand_buffer: Callable[[int], SSAValue]
+) -> list[SSAValue]:
     plan = _plan(op)
     if plan is None or not _bf16(op) or not _target_has_bf16(op):
         return []

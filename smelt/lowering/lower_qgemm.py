@@ -1,63 +1,112 @@
-"""quant.qgemm → a kernel marked `quant.qgemm` whose body the LLVM target writes
-(`lowering/llvm/int8_gemm.py`): the packed micro-kernel has no loop-level form.
+"""quant.qgemm → a kernel that runs the int8 GEMM micro-kernel by units, a parallel
+loop that loop-parallelize can spread over threads:
 
-The kernel's loop-level body only reads each input once (so convert-graph-to-loop
-keeps every argument); the attribute carries what the emitter needs:
-{variant, m, k, n, zero_point, relu, shift_input, signed_input,
-signed_output}.
+    loop.for %u = 0 to U parallel {
+      func.call @smelt.qgemm(%x, %wp, %bias, %mult, %zp, %post..., %y, %u)
+          {quant.qgemm = {variant, m, k, n, ...}}
+    }
+
+(`quant_gemm.units` splits rows and columns into U units; the LLVM target defines
+@smelt.qgemm per parameter set, `lowering/llvm/int8_gemm.py`: the packed
+micro-kernel has no loop-level form). The call's attribute carries what the
+emitter needs: {variant, m, k, n, zero_point, relu, shift_input, signed_input,
+signed_output, signed_zero_point, epilogue, post_relu, post_zero_point,
+row_blocks, block_rows, chunks, chunk_panels}.
+
+quant.im2col → a copy nest.
 """
 
 from __future__ import annotations
 
 import math
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, SSAValue
 
 from smelt.dialects.dtypes import i8
 from smelt.dialects.graph_base import shape_of
 from smelt.dialects.graph_data import ConstantOp
-from smelt.dialects.quant_gemm import QGemmOp
+from smelt.dialects.quant_gemm import (
+    CALLEE,
+    PARAMS_ATTR,
+    VARIANTS,
+    Im2ColOp,
+    QGemmOp,
+    padded,
+    units,
+)
 from smelt.errors import SmeltError
 from smelt.lowering.loop_context import LoweringContext
-
-QGEMM_ATTR = "quant.qgemm"
-
-
-def is_qgemm_kernel(kernel: Operation) -> bool:
-    return QGEMM_ATTR in kernel.attributes
+from smelt.passes.loop_analysis import WORK_ATTR
 
 
-def qgemm_params(kernel: Operation) -> dict[str, int | str]:
-    attr = kernel.attributes[QGEMM_ATTR]
-    assert isinstance(attr, DictionaryAttr)
-    return {
-        key: value.data if isinstance(value, StringAttr) else value.value.data
-        for key, value in attr.data.items()
-    }
+def _constant_int(op: QGemmOp, value: SSAValue, what: str) -> int:
+    owner = value.owner
+    if not isinstance(owner, ConstantOp):
+        raise SmeltError(f"{op.name}: the {what} must be a constant")
+    return int(owner.to_array().reshape(-1)[0])
 
 
 def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
-    zp = op.zero_point.owner
-    if not isinstance(zp, ConstantOp):
-        raise SmeltError(f"{op.name}: the output zero point must be a constant")
     a = op.attrs()
+    epilogue = str(a.get("epilogue", "requantize"))
+    zp = 0
+    if epilogue != "dequantize":
+        zp = _constant_int(op, op.zero_point, "output zero point")
+    post_zp = 0
+    if epilogue == "affine_requantize":
+        post_zp = _constant_int(op, op.post[3], "output zero point")
     xs = shape_of(op.input.type)
     params = {
         "variant": StringAttr(str(a["variant"])),
         "m": IntegerAttr(math.prod(xs[:-1]), i64),
         "k": IntegerAttr(int(a["k"]), i64),
         "n": IntegerAttr(int(a["n"]), i64),
-        "zero_point": IntegerAttr(int(zp.to_array().reshape(-1)[0]), i64),
+        "zero_point": IntegerAttr(zp, i64),
         "relu": IntegerAttr(int(a.get("relu", 0)), i64),
         "shift_input": IntegerAttr(int(a.get("shift_input", 0)), i64),
         "signed_input": IntegerAttr(int(op.input.type.element_type == i8), i64),
         "signed_output": IntegerAttr(int(op.result.type.element_type == i8), i64),
+        "signed_zero_point": IntegerAttr(
+            int(op.zero_point.type.element_type == i8), i64
+        ),
+        "epilogue": StringAttr(epilogue),
+        "post_relu": IntegerAttr(int(a.get("post_relu", 0)), i64),
+        "post_zero_point": IntegerAttr(post_zp, i64),
     }
+    m, kk, n, variant = math.prod(xs[:-1]), int(a["k"]), int(a["n"]), str(a["variant"])
+    split = units(m, kk, n, variant)
+    params.update({f: IntegerAttr(getattr(split, f), i64) for f in split._fields})
     k = ctx.op_kernel(op)
-    k.func.attributes[QGEMM_ATTR] = DictionaryAttr(params)
-    for buffer in k.inputs:
-        k.load(buffer, [k.index(0)] * len(buffer.type.get_shape()))
+    v = VARIANTS[variant]
+    kp, _ = padded(kk, n, variant)
+    # vector dot ops of one unit: rows / MR tiles × MR rows × vectors × k groups
+    work = split.block_rows * split.chunk_panels * (v.nr // v.lanes) * (kp // v.kg)
+    with k.loop(split.count) as u:
+        call = func.CallOp(CALLEE, [*k.inputs, *k.outputs, u], [])
+        attrs: dict[str, Attribute] = {PARAMS_ATTR: DictionaryAttr(params)}
+        attrs[WORK_ATTR] = IntegerAttr(work, 64)
+        call.attributes.update(attrs)
+        k.emit(call)
 
 
-LOWERINGS = {QGemmOp: lower_qgemm}
+def lower_im2col(ctx: LoweringContext, op: Im2ColOp) -> None:
+    """A copy nest n, oh, ow, i, j, c: contiguous along c on both sides (so it
+    vectorizes for C of a vector or more)."""
+    k = ctx.op_kernel(op)
+    (src,), (dst,) = k.inputs, k.outputs
+    a = op.attrs()
+    (kh, kw), (sh, sw), (dh, dw) = (
+        list(a[key]) for key in ("kernel_shape", "strides", "dilations")
+    )
+    n, oh, ow, _ = shape_of(op.result.type)
+    c = shape_of(op.input.type)[-1]
+    with k.nest([n, oh, ow, kh, kw, c]) as (b, y, x, i, j, ch):
+        row = k.affine([(y, sh), (i, dh)])
+        col = k.affine([(x, sw), (j, dw)])
+        value = k.load(src, [b, row, col, ch])
+        k.store(value, dst, [b, y, x, k.affine([(i, kw * c), (j, c), (ch, 1)])])
+
+
+LOWERINGS = {QGemmOp: lower_qgemm, Im2ColOp: lower_im2col}

@@ -11,14 +11,18 @@ where the integer form is exact or within the rounding of the requantization:
                tensor; the bias a float or dequantized constant. Becomes
                  acc = op_i32(cast(x_q) [− z_x], w_q − z_w) + bias_acc
                  y_q = requantize(acc, s_x·s_w / s_y, z_y)   [max(y_q, z_y): relu]
-               matmul / gemm fold z_x into the bias with the weight's column sums
-               (bias_acc = round(β·bias / (α·s_x·s_w)) − z_x·Σ_k w); conv subtracts
-               z_x from its input (padding must read the real zero).
+               (`quant_integer.py` has the details).
+  float        matmul / gemm (+ add of a constant bias) of such operands whose
+               result stays float (no quantize follows it): the same i32
+               contraction, then f32(acc) · s_x·s_w (+ bias), so that the weight
+               stays int8 instead of being dequantized on every run.
   carried      relu / max_pool / reshape / transpose of a per-tensor dequantize
                run on the integers (relu as max(q, z)) and concat of dequantizes
                with equal scale and zero point concatenates the integers; the
                dequantize moves after them.
   identity     quantize(dequantize(q, s, z), s, z) → q.
+  batch norm   batch_norm(dequantize(q)) with constant parameters → x · a + c
+               per channel (elementwise: NHWC-able, a qgemm epilogue).
 
 Anything else stays as it is (correct, in float). graph-fuse then puts the cast,
 contraction, bias, requantize and max into one kernel.
@@ -44,90 +48,16 @@ from xdsl.transforms.dead_code_elimination import dce
 from smelt.dialects import dtypes, graph, locations
 from smelt.dialects import quant as q
 from smelt.dialects.graph_base import shape_of, tensor
-
-
-def _constant(value: SSAValue) -> np.ndarray | None:
-    owner = value.owner
-    return owner.to_array() if isinstance(owner, graph.ConstantOp) else None
-
-
-@dataclass(frozen=True)
-class _Dq:
-    """A dequantize with constant scale and zero point."""
-
-    op: q.DequantizeOp
-    scale: np.ndarray
-    zero_point: np.ndarray
-
-    @property
-    def per_tensor(self) -> bool:
-        return self.scale.size == 1 and self.zero_point.size == 1
-
-    def same_params(self, other: _Dq) -> bool:
-        return (
-            self.scale.shape == other.scale.shape
-            and self.zero_point.shape == other.zero_point.shape
-            and self.zero_point.dtype == other.zero_point.dtype
-            and np.array_equal(self.scale, other.scale)
-            and np.array_equal(self.zero_point, other.zero_point)
-        )
-
-
-def _dq(value: SSAValue) -> _Dq | None:
-    op = value.owner
-    if not isinstance(op, q.DequantizeOp):
-        return None
-    scale, zp = _constant(op.scale), _constant(op.zero_point)
-    if scale is None or zp is None or not np.all(scale > 0):
-        return None
-    return _Dq(op, scale, zp)
-
-
-def _const_op(array: np.ndarray) -> graph.ConstantOp:
-    return graph.ConstantOp.from_array(np.asarray(array))
-
-
-def _per_channel(param: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
-    """`param` broadcast to `shape` as one value per index of `axis`, or None if it
-    varies along another axis."""
-    full = np.broadcast_to(param, shape)
-    moved = np.moveaxis(full, axis, 0).reshape(shape[axis], -1)
-    if moved.shape[1] and not np.all(moved == moved[:, :1]):
-        return None
-    return moved[:, 0] if moved.shape[1] else np.zeros(shape[axis], param.dtype)
-
-
-def _bias_real(value: SSAValue | None) -> np.ndarray | None | bool:
-    """The float bias a contraction adds (None: no bias; False: not constant)."""
-    if value is None:
-        return None
-    dq = _dq(value)
-    if dq is not None:
-        data = _constant(dq.op.input)
-        if data is None:
-            return False
-        zp = dq.zero_point.astype(np.float64)
-        return (data.astype(np.float64) - zp) * dq.scale.astype(np.float64)
-    c = _constant(value)
-    return False if c is None else c.astype(np.float64)
-
-
-def _quantize_params(op: q.QuantizeOp) -> tuple[float, np.ndarray] | None:
-    scale, zp = _constant(op.scale), _constant(op.zero_point)
-    if scale is None or zp is None or scale.size != 1 or zp.size != 1:
-        return None
-    if not scale.reshape(-1)[0] > 0:
-        return None
-    return float(scale.reshape(-1)[0]), zp.reshape(())
-
-
-def _eight_bit(x: _Dq | None, w: _Dq | None) -> bool:
-    """Both dequantized from int8 / uint8, x per tensor (i32 sums cannot overflow
-    for any realistic reduction length)."""
-    if x is None or w is None or not x.per_tensor:
-        return False
-    eight = (dtypes.i8, dtypes.ui8)
-    return all(d.op.input.type.element_type in eight for d in (x, w))
+from smelt.passes.quant_integer import (
+    Dq,
+    bias_real,
+    const_op,
+    constant,
+    dequantized,
+    fold_conv,
+    fold_matmul,
+    quantize_params,
+)
 
 
 @dataclass
@@ -136,11 +66,12 @@ class FoldContraction(RewritePattern):
     contraction + requantize (+ max for the relu); conv2d only with `conv`."""
 
     conv: bool = True
+    grouped_conv: bool = True
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, q.QuantizeOp):
             return
-        out = _quantize_params(op)
+        out = quantize_params(op)
         if out is None or op.input.type.element_type != dtypes.f32:
             return
         value, relu, matched = op.input, False, [op]
@@ -161,9 +92,11 @@ class FoldContraction(RewritePattern):
             if isinstance(core, graph.GemmOp):
                 return  # gemm + add: left alone (rare)
         if isinstance(core, graph.MatMulOp | graph.GemmOp):
-            new = self._matmul(core, bias, out, relu)
+            new = fold_matmul(core, bias, out, relu)
         elif isinstance(core, graph.Conv2dOp) and self.conv:
-            new = self._conv(core, out, relu)
+            if core.attr("group") != 1 and not self.grouped_conv:
+                return
+            new = fold_conv(core, out, relu)
         else:
             return
         if new is None:
@@ -171,124 +104,65 @@ class FoldContraction(RewritePattern):
         locations.inherit(new, core, *reversed(matched))
         rewriter.replace(op, new, [new[-1].results[0]])
 
-    # --- matmul / gemm ---------------------------------------------------------
 
-    def _matmul(self, core, extra_bias, out, relu) -> list[Operation] | None:
-        x, w = _dq(core.operands[0]), _dq(core.operands[1])
-        if not _eight_bit(x, w):
-            return None
-        w_data = _constant(w.op.input)
-        if w_data is None or w_data.ndim != 2:
-            return None
-        alpha, beta, trans_b = 1.0, 1.0, False
-        bias_value = extra_bias
-        if isinstance(core, graph.GemmOp):
-            attrs = core.attrs()
-            if attrs.get("trans_a", 0):
-                return None
-            alpha, beta = float(attrs["alpha"]), float(attrs["beta"])
-            trans_b = bool(attrs.get("trans_b", 0))
-            bias_value = core.addend if len(core.operands) > 2 else None
-        shape = tuple(w_data.shape)
-        axis = 0 if trans_b else 1
-        s_w = _per_channel(w.scale, shape, axis)
-        if s_w is None or alpha <= 0:
-            return None
-        wc = w_data.astype(np.int64) - np.broadcast_to(w.zero_point, shape)
-        if trans_b:
-            wc = wc.T
-        k, n = wc.shape
-        bias = _bias_real(bias_value)
-        if bias is False:
-            return None
-        if bias is not None:
-            if bias.size not in (1, n) or bias.ndim > 2 or (
-                bias.ndim == 2 and bias.shape[0] != 1
-            ):
-                return None
-            bias = np.broadcast_to(bias.reshape(-1), (n,)) * beta
-        return self._epilogue_ops(
-            core, x, wc, s_w * alpha, bias, out, relu, fold_input_zero=True
-        )
+class FoldFloatContraction(RewritePattern):
+    """matmul / gemm (+ add of a constant bias) of dequantized operands whose result
+    stays float → integer contraction, f32(acc) · s_x·s_w (+ bias): the int8
+    weight is read as it is, not dequantized on every run. Runs after
+    FoldContraction, which takes the ones that a quantize follows."""
 
-    # --- conv ------------------------------------------------------------------
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, graph.MatMulOp | graph.GemmOp):
+            return
+        if op.result.type.element_type != dtypes.f32:
+            return
+        root, bias = op, None
+        uses = list(op.result.uses)
+        add = uses[0].operation if len(uses) == 1 else None
+        if isinstance(op, graph.MatMulOp) and isinstance(add, graph.AddOp):
+            other = add.operands[1 - uses[0].index]
+            real = bias_real(other)
+            if isinstance(real, np.ndarray) and add.result.type == op.result.type:
+                root, bias = add, other
+        new = fold_matmul(op, bias, None, False)
+        if new is None and root is not op:  # the add's operand is no bias: alone
+            root, new = op, fold_matmul(op, None, None, False)
+        if new is None:
+            return
+        rewriter.replace(root, new, [new[-1].results[0]])
 
-    def _conv(self, core: graph.Conv2dOp, out, relu) -> list[Operation] | None:
-        x, w = _dq(core.input), _dq(core.weight)
-        if not _eight_bit(x, w):
-            return None
-        w_data = _constant(w.op.input)
-        if w_data is None:
-            return None
-        shape = tuple(w_data.shape)
-        s_w = _per_channel(w.scale, shape, 0)
-        if s_w is None:
-            return None
-        wc = w_data.astype(np.int64) - np.broadcast_to(w.zero_point, shape)
-        bias = _bias_real(core.bias)
-        if bias is False:
-            return None
-        return self._epilogue_ops(core, x, wc, s_w, bias, out, relu, False)
 
-    # --- shared ----------------------------------------------------------------
+class BatchNormAffine(RewritePattern):
+    """batch_norm(dequantize(q)) with constant (or dequantized constant) params →
+    x · a + c per channel (a = scale / sqrt(var + ε), c = bias − mean · a, in
+    f32, as onnxruntime computes it): elementwise, so that it moves to NHWC
+    with the convs around it and joins a qgemm's epilogue (a QDQ model keeps a
+    batch norm after a conv's quantize, where graph-fold-batchnorm cannot go)."""
 
-    @staticmethod
-    def _epilogue_ops(core, x: _Dq, wc, s_w, bias, out, relu, fold_input_zero):
-        s_x = float(x.scale.reshape(-1)[0])
-        z_x = int(x.zero_point.reshape(-1)[0])
-        s_y, z_y = out
-        n = s_w.shape[0]
-        acc_scale = s_x * s_w.astype(np.float64)
-        bias_acc = np.zeros(n, np.int64)
-        if bias is not None:
-            bias_acc += np.rint(bias / acc_scale).astype(np.int64)
-        ops: list[Operation] = []
-        x_q = x.op.input
-        cast = graph.CastOp.build([x_q], to=dtypes.i32)
-        ops.append(cast)
-        lhs = cast.results[0]
-        if fold_input_zero:
-            bias_acc -= z_x * wc.sum(axis=0)
-        elif z_x:
-            zero = _const_op(np.array(z_x, np.int32))
-            sub = graph.SubOp.build([lhs, zero.results[0]])
-            ops += [zero, sub]
-            lhs = sub.results[0]
-        limit = np.iinfo(np.int32)
-        if np.abs(bias_acc).max(initial=0) > limit.max or np.abs(wc).max() > limit.max:
-            return None
-        weight = _const_op(wc.astype(np.int32))
-        ops.append(weight)
-        if isinstance(core, graph.Conv2dOp):
-            bias_op = _const_op(bias_acc.astype(np.int32))
-            contraction = graph.Conv2dOp.build(
-                [lhs, weight.results[0], bias_op.results[0]], **core.attrs()
-            )
-            ops += [bias_op, contraction]
-            acc = contraction.results[0]
-            rank = len(shape_of(acc.type))
-            layout = core.attr("layout", "nchw")
-            param_shape = (n,) + (1,) * (rank - 2) if layout == "nchw" else (n,)
-        else:
-            contraction = graph.MatMulOp.build([lhs, weight.results[0]])
-            bias_op = _const_op(bias_acc.astype(np.int32))
-            add = graph.AddOp.build([contraction.results[0], bias_op.results[0]])
-            ops += [contraction, bias_op, add]
-            acc = add.results[0]
-            param_shape = (n,)
-        multiplier = (np.float32(s_x) * s_w.astype(np.float32)) / np.float32(s_y)
-        mult_op = _const_op(multiplier.astype(np.float32).reshape(param_shape))
-        zp_op = _const_op(z_y)
-        # float(acc) · multiplier in f32, then round half to even, + z_y, saturate:
-        # onnxruntime's (MLAS) requantization, bit for bit.
-        to_float = graph.CastOp.build([acc], to=dtypes.f32)
-        scaled = graph.MulOp.build([to_float.results[0], mult_op.results[0]])
-        one = _const_op(np.array(1.0, np.float32))
-        requant = q.QuantizeOp.build([scaled.results[0], one.results[0], zp_op.results[0]])
-        ops += [mult_op, zp_op, to_float, scaled, one, requant]
-        if relu:
-            ops.append(graph.MaxOp.build([requant.results[0], zp_op.results[0]]))
-        return ops
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, graph.BatchNormOp) or dequantized(op.input) is None:
+            return
+        if op.result.type.element_type != dtypes.f32:
+            return
+        params = [bias_real(v) for v in (op.scale, op.bias, op.mean, op.var)]
+        if not all(isinstance(p, np.ndarray) for p in params):
+            return
+        scale, bias, mean, var = params  # type: ignore[misc]
+        shape = shape_of(op.result.type)
+        channels = shape[1] if len(shape) > 1 else 1
+        if any(p.size not in (1, channels) for p in params):  # type: ignore[union-attr]
+            return
+        a = scale / np.sqrt(var + float(op.attr("epsilon")))
+        c = bias - mean * a
+        param_shape = (channels,) + (1,) * (len(shape) - 2)
+        a_op, c_op = (
+            const_op(np.broadcast_to(v.reshape(-1), (channels,)).astype(np.float32)
+                     .reshape(param_shape))
+            for v in (a, c)
+        )  # fmt: skip
+        mul = graph.MulOp.build([op.input, a_op.results[0]])
+        add = graph.AddOp.build([mul.results[0], c_op.results[0]])
+        rewriter.replace(op, [a_op, c_op, mul, add])
 
 
 # --- integers carried through data movement ------------------------------------------
@@ -303,13 +177,13 @@ class CarryThrough(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, _CARRIED):
             return
-        dq = _dq(op.operands[0])
+        dq = dequantized(op.operands[0])
         if dq is None or not dq.per_tensor:
             return
         q_in = dq.op.input
         storage = q_in.type.element_type
-        scale = _const_op(dq.scale.reshape(()))
-        zero = _const_op(dq.zero_point.reshape(()))
+        scale = const_op(dq.scale.reshape(()))
+        zero = const_op(dq.zero_point.reshape(()))
         if isinstance(op, graph.ReluOp):
             moved = graph.MaxOp.build([q_in, zero.results[0]])
         elif isinstance(op, graph.ReshapeOp):
@@ -329,15 +203,15 @@ class CarryConcat(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, graph.ConcatOp) or not op.operands:
             return
-        dqs = [_dq(v) for v in op.operands]
+        dqs = [dequantized(v) for v in op.operands]
         if any(d is None or not d.per_tensor for d in dqs):
             return
         first = dqs[0]
         if not all(first.same_params(d) for d in dqs[1:]):  # type: ignore[union-attr]
             return
         concat = graph.ConcatOp.build([d.op.input for d in dqs], **op.attrs())  # type: ignore[union-attr]
-        scale = _const_op(first.scale.reshape(()))  # type: ignore[union-attr]
-        zero = _const_op(first.zero_point.reshape(()))  # type: ignore[union-attr]
+        scale = const_op(first.scale.reshape(()))  # type: ignore[union-attr]
+        zero = const_op(first.zero_point.reshape(()))  # type: ignore[union-attr]
         new_dq = q.DequantizeOp.build([concat.results[0], scale.results[0], zero.results[0]])
         locations.inherit([concat, scale, zero, new_dq], op)
         rewriter.replace(op, [concat, scale, zero, new_dq])
@@ -349,13 +223,13 @@ class QuantizeOfDequantize(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, q.QuantizeOp):
             return
-        dq = _dq(op.input)
-        scale, zp = _constant(op.scale), _constant(op.zero_point)
+        dq = dequantized(op.input)
+        scale, zp = constant(op.scale), constant(op.zero_point)
         if dq is None or scale is None or zp is None:
             return
         if op.result.type != dq.op.input.type:
             return
-        if not dq.same_params(_Dq(dq.op, scale, zp)):
+        if not dq.same_params(Dq(dq.op, scale, zp)):
             return
         rewriter.replace(op, [], [dq.op.input])
 
@@ -367,13 +241,19 @@ class QuantFoldQdqPass(ModulePass):
     name = "quant-fold-qdq"
 
     conv: bool = True
-    """Fold conv2d too (its i32 loop nest is far slower than the float one for now:
-    the CPU presets turn it off; matmul / gemm become quant-pack-gemm's qgemm)."""
+    """Fold conv2d too (quant-pack-gemm makes an NHWC one a qgemm; left as an i32
+    loop nest it is slower than the float conv: the presets without NHWC turn
+    it off)."""
+    grouped_conv: bool = True
+    """Fold convs with groups > 1 too (no qgemm takes them: an i32 loop nest)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fold = FoldContraction(self.conv)
+        fold = FoldContraction(self.conv, self.grouped_conv)
         patterns = GreedyRewritePatternApplier(
-            [CarryThrough(), CarryConcat(), QuantizeOfDequantize(), fold]
+            [BatchNormAffine(), CarryThrough(), CarryConcat(), QuantizeOfDequantize(),
+             fold]  # fmt: skip
         )
         PatternRewriteWalker(patterns).rewrite_module(op)
+        # what no quantize took: float results of integer contractions
+        PatternRewriteWalker(FoldFloatContraction()).rewrite_module(op)
         dce(op)

@@ -1,22 +1,45 @@
-"""quant-pack-gemm: quant-fold-qdq's integer matmul + requantize chain becomes one
-`quant.qgemm` with int8 (or int16) weights packed for the target CPU's dot
-instruction (`dialects/quant_gemm.py`).
+"""quant-pack-gemm: quant-fold-qdq's integer matmul and NHWC conv chains become
+one `quant.qgemm` each, with int8 (or int16) weights packed for the target CPU's
+dot instruction (`dialects/quant_gemm.py`); a QDQ bias add or batch norm after
+one joins its epilogue.
 
 Expects the module's `#target.cpu` (no target, or a CPU without AVX2: nothing
-changes, the chain runs as generic loops). Matches
+changes, the chains run as generic loops) and, for convs, graph-convert-layout's
+NHWC. Matches
 
     %a = graph.cast(%x_q) to i32                     x_q: u8 / s8 [..., K]
     %c = graph.matmul(%a, %w)                        %w: i32 constant [K, N]
     %s = graph.add(%c, %bias)                        %bias: i32 constant [N]
+      or
+    %s = graph.conv2d{nhwc, group 1}(sub?(%a, z_x), %w, %bias)   (a transpose of
+                                                     %a or x_q on the way too)
     %f = graph.cast(%s) to f32
     %p = graph.mul(%f, %mult)                        %mult: f32 constant [N]
+    then either (requantize)
     %q = quant.quantize(%p, 1.0, %zp)                %zp: u8 / s8 scalar constant
     [%r = graph.max(%q, %zp)]                        relu
+    or (dequantize: a float result, no quantize after it)
+    [%o = graph.add(%p, %addend)]                    %addend: f32 constant [N]
 
-and produces `%q = quant.qgemm(%x_q, %wp, %bias', %mult', %zp)` with the packed
-weight, the bias (less 128 · Σ_k w when s8 activations are shifted to u8 for
-vpdpbusd) and the multiplier padded to the panel width. The weights must fit the
-variant (vpdpbusd: s8; else the vpmaddwd variant of the same width is used).
+and produces `quant.qgemm(%rows, %wp, %bias', %mult', %zp [, %addend'])` with the
+packed weight, the bias (less 128 · Σ_k w when s8 activations are shifted to u8
+for vpdpbusd) and the per-column constants padded to the panel width. The
+weights must fit the variant (vpdpbusd: s8; else the vpmaddwd variant of the
+same width is used). The rows are x_q for a matmul; for a conv, x_q (NHWC, in 8
+bits) padded with z_x (`graph.pad`: the real zero) and gathered by
+`quant.im2col` unless the conv is 1×1 with stride 1, by w [O, KH, KW, C] as
+[KH·KW·C, O] (z_x folds into the bias with the weight's column sums). Then a
+requantizing qgemm read only by
+
+    quant.quantize(relu?(graph.add?(graph.mul?(
+                   quant.dequantize(%qgemm, s_mid, %zp), %scale), %b)), s_out,
+                   z_out)                            %scale, %b: constants [N], f32
+                                                     or dequantized
+    [graph.max(·, z_out)]                            relu
+
+(onnxruntime's QDQ MatMul → Q → DQ → Add → Q; a conv's batch norm after its
+quantize, as quant-fold-qdq makes it x · a + c) becomes its `affine_requantize`
+epilogue: the affine map and second rounding run on the GEMM's register tile.
 """
 
 from __future__ import annotations
@@ -34,96 +57,108 @@ from xdsl.transforms.dead_code_elimination import dce
 
 from smelt.dialects import dtypes, graph, locations
 from smelt.dialects import quant as q
+from smelt.dialects.graph_base import shape_of
 from smelt.dialects.quant_gemm import VARIANTS, QGemmOp, choose_variant, pack_weights
 from smelt.dialects.quant_gemm import padded as padded_shape
 from smelt.dialects.target import cpu_target
+from smelt.passes.quant_gemm_chain import Chain, const, match_chain, single
 from smelt.targets.cpu_spec import CpuSpec
 
 
-def _const(value: SSAValue) -> np.ndarray | None:
-    owner = value.owner
-    return owner.to_array() if isinstance(owner, graph.ConstantOp) else None
+def _padded(values: np.ndarray, n: int, np_: int, dtype) -> np.ndarray:
+    out = np.zeros(np_, dtype)
+    out[:n] = np.broadcast_to(values.reshape(-1), (n,))
+    return out
 
 
-def _single(value: SSAValue, cls: type[Operation]) -> Operation | None:
-    """The op of type `cls` that produces `value`, used only once."""
-    owner = value.owner
-    return owner if isinstance(owner, cls) and value.has_one_use() else None
+def _relu_after(op: Operation, zp: np.ndarray) -> Operation | None:
+    """The `graph.max(op, zp)` that alone reads op's 8-bit result, if any."""
+    uses = list(op.results[0].uses)
+    if len(uses) == 1 and isinstance(user := uses[0].operation, graph.MaxOp):
+        c = const(user.operands[1 - uses[0].index])
+        same = c is not None and c.size == 1 and c.reshape(-1)[0] == zp.reshape(-1)[0]
+        if same and user.result.type == op.results[0].type:
+            return user
+    return None
+
+
+def _scalar_params(
+    op: q.QuantizeOp | q.DequantizeOp,
+) -> tuple[float, np.ndarray] | None:
+    scale, zp = const(op.scale), const(op.zero_point)
+    if scale is None or zp is None or zp.size != 1 or scale.size != 1:
+        return None
+    return float(scale.reshape(-1)[0]), zp.reshape(())
+
+
+def _is_requantize(op: Operation) -> bool:
+    if not isinstance(op, q.QuantizeOp):
+        return False
+    params = _scalar_params(op)
+    return params is not None and params[0] == 1.0
 
 
 @dataclass
 class PackGemm(RewritePattern):
+    """The matched chain (module docstring) → a requantize or dequantize qgemm."""
+
     variant: str
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, q.QuantizeOp):
+        chain = match_chain(op)
+        if chain is None:
             return
-        scale, zp = _const(op.scale), _const(op.zero_point)
-        if scale is None or zp is None or zp.size != 1 or scale.size != 1:
+        uses = list(op.results[0].uses)
+        if len(uses) == 1 and _is_requantize(quant := uses[0].operation):
+            zp = _scalar_params(quant)[1]  # type: ignore[index]
+            relu = _relu_after(quant, zp)
+            last = relu or quant
+            self._rewrite(rewriter, chain, last, zp, [], relu=int(relu is not None))
             return
-        if float(scale.reshape(-1)[0]) != 1.0:
+        if chain.mul.result.type.element_type != dtypes.f32:
             return
-        mul = _single(op.input, graph.MulOp)
-        if mul is None or (mult := _const(mul.operands[1])) is None:
-            return
-        to_float = _single(mul.operands[0], graph.CastOp)
-        if to_float is None or to_float.result.type.element_type != dtypes.f32:
-            return
-        add = _single(to_float.operands[0], graph.AddOp)
-        if add is None or (bias := _const(add.operands[1])) is None:
-            return
-        matmul = _single(add.operands[0], graph.MatMulOp)
-        if matmul is None or (w := _const(matmul.operands[1])) is None:
-            return
-        widen = _single(matmul.operands[0], graph.CastOp)
-        if widen is None or w.ndim != 2 or w.dtype != np.int32:
-            return
-        x_q = widen.operands[0]
-        if len(x_q.type.get_shape()) < 2:
-            return
-        signed = x_q.type.element_type == dtypes.i8
-        if not signed and x_q.type.element_type != dtypes.ui8:
-            return
+        n, last, addend = chain.w.shape[1], op, np.zeros(1, np.float32)
+        if len(uses) == 1 and isinstance(add := uses[0].operation, graph.AddOp):
+            other = const(add.operands[1 - uses[0].index])
+            fits = other is not None and other.dtype == np.float32
+            if fits and other.size in (1, n) and add.result.type == op.results[0].type:
+                last, addend = add, other
+        zero = np.zeros((), np.uint8)
+        self._rewrite(rewriter, chain, last, zero, [addend], epilogue="dequantize")
+
+    def _rewrite(
+        self, rewriter, chain: Chain, last: Operation, zp: np.ndarray,
+        post: list[np.ndarray], **attrs,
+    ) -> None:  # fmt: skip
+        w = chain.w
         k, n = w.shape
-        if bias.size not in (1, n) or mult.size not in (1, n):
-            return
-        relu, last = self._relu(op, zp)
         variant = self._variant(w)
         if variant is None:
             return
-        shift = signed and VARIANTS[variant].kg == 4
-        bias64 = np.broadcast_to(bias.reshape(-1), (n,)).astype(np.int64)
+        shift = chain.signed and VARIANTS[variant].kg == 4
+        bias64 = np.broadcast_to(chain.bias.reshape(-1), (n,)).astype(np.int64)
         if shift:
             bias64 = bias64 - 128 * w.astype(np.int64).sum(axis=0)
         if np.abs(bias64).max(initial=0) > np.iinfo(np.int32).max:
             return
         _, np_ = padded_shape(k, n, variant)
-        bias_p = np.zeros(np_, np.int32)
-        bias_p[:n] = bias64
-        mult_p = np.zeros(np_, np.float32)
-        mult_p[:n] = np.broadcast_to(mult.reshape(-1), (n,))
-        consts = [
-            graph.ConstantOp.from_array(a)
-            for a in (pack_weights(w, variant), bias_p, mult_p, zp.reshape(()))
+        arrays = [
+            pack_weights(w, variant),
+            _padded(bias64, n, np_, np.int32),
+            _padded(chain.mult, n, np_, np.float32),
+            zp.reshape(()),
+            *(_padded(a, n, np_, np.float32) for a in post),
         ]
+        consts = [graph.ConstantOp.from_array(a) for a in arrays]
+        prep, rows = chain.prep()
         gemm = QGemmOp.build(
-            [x_q, *(c.results[0] for c in consts)],
-            variant=variant, k=k, n=n, relu=int(relu), shift_input=int(shift),
+            [rows, *(c.results[0] for c in consts)],
+            variant=variant, k=k, n=n, relu=attrs.pop("relu", 0),
+            shift_input=int(shift), **attrs,
         )  # fmt: skip
-        locations.inherit([*consts, gemm], widen, matmul, add, to_float, mul, op, last)
-        rewriter.insert([*consts, gemm], InsertPoint.before(op))
+        locations.inherit([*prep, *consts, gemm], chain.mul, last)
+        rewriter.insert([*prep, *consts, gemm], InsertPoint.before(last))
         rewriter.replace(last, [], [gemm.results[0]])
-
-    @staticmethod
-    def _relu(op: q.QuantizeOp, zp: np.ndarray) -> tuple[bool, Operation]:
-        uses = list(op.result.uses)
-        if len(uses) == 1 and isinstance(user := uses[0].operation, graph.MaxOp):
-            other = user.operands[1 - uses[0].index]
-            c = _const(other)
-            if c is not None and c.size == 1 and c.reshape(-1)[0] == zp.reshape(-1)[0]:
-                if user.result.type == op.result.type:
-                    return True, user
-        return False, op
 
     def _variant(self, w: np.ndarray) -> str | None:
         if VARIANTS[self.variant].kg == 2 or (w.min() >= -128 and w.max() <= 127):
@@ -133,9 +168,109 @@ class PackGemm(RewritePattern):
         return wide if fits else None
 
 
+def _bias_f32(value: SSAValue, n: int) -> np.ndarray | None:
+    """A constant bias of [N] (or broadcast to it along N only) in f32, as the
+    graph computes it: a constant, or a dequantize of one in f32 arithmetic."""
+    data = const(value)
+    if isinstance(value.owner, q.DequantizeOp):
+        dq = value.owner
+        qv, s, z = (const(o) for o in dq.operands)
+        if qv is None or s is None or z is None:
+            return None
+        data = (qv.astype(np.float32) - z.astype(np.float32)) * s.astype(np.float32)
+    if data is None or data.dtype != np.float32:
+        return None
+    dims = data.shape
+    if any(d != 1 for d in dims[:-1]) or (dims and dims[-1] not in (1, n)):
+        return None
+    return np.broadcast_to(data.reshape(-1), (n,)).astype(np.float32)
+
+
+def _peel(value: SSAValue, cls: type[Operation]) -> tuple[SSAValue, SSAValue] | None:
+    """(the side towards a qgemm, the other operand) of a `cls` op (add / mul)
+    read only here: the side a mul or the dequantize of a qgemm makes."""
+    op = single(value, cls)
+    if op is None or op.results[0].type.element_type != dtypes.f32:
+        return None
+    for side in (0, 1):
+        owner = op.operands[side].owner
+        if isinstance(owner, graph.MulOp) or (
+            isinstance(owner, q.DequantizeOp) and isinstance(owner.input.owner, QGemmOp)
+        ):
+            return op.operands[side], op.operands[1 - side]
+    return None
+
+
+def _requantizing_gemm(value: SSAValue) -> tuple[QGemmOp, float] | None:
+    """(the qgemm, s_mid) when `value` is dequantize(a requantizing qgemm read
+    only here) with the qgemm's own zero point."""
+    dq = single(value, q.DequantizeOp)
+    gemm = single(dq.operands[0], QGemmOp) if dq is not None else None
+    if gemm is None or gemm.attrs().get("epilogue", "requantize") != "requantize":
+        return None
+    mid, gemm_zp = _scalar_params(dq), const(gemm.zero_point)  # type: ignore[arg-type]
+    if mid is None or gemm_zp is None or mid[1].dtype != gemm_zp.dtype:
+        return None
+    if int(mid[1]) != int(gemm_zp.reshape(-1)[0]):
+        return None
+    return gemm, mid[0]  # type: ignore[return-value]
+
+
+class FoldAffine(RewritePattern):
+    """quantize(relu?(add?(mul?(dequantize(requantizing qgemm), scale), bias)))
+    [max] with constant per-column scale and bias → the qgemm's
+    affine_requantize epilogue (see the module docstring)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, q.QuantizeOp) or op.input.type.element_type != dtypes.f32:
+            return
+        out = _scalar_params(op)
+        if out is None or op.result.type.element_type not in (dtypes.i8, dtypes.ui8):
+            return
+        value, relu = op.input, False
+        if (r := single(value, graph.ReluOp)) is not None:
+            value, relu = r.operands[0], True
+        bias = scale = None
+        if (added := _peel(value, graph.AddOp)) is not None:
+            value, bias = added
+        if (scaled := _peel(value, graph.MulOp)) is not None:
+            value, scale = scaled
+        found = _requantizing_gemm(value)
+        if found is None or (bias is None and scale is None):
+            return
+        gemm, s_mid = found
+        n = int(gemm.attr("n"))
+        addend = np.zeros(n, np.float32) if bias is None else _bias_f32(bias, n)
+        factor = np.ones(n, np.float32) if scale is None else _bias_f32(scale, n)
+        if addend is None or factor is None:
+            return
+        if shape_of(op.input.type) != shape_of(gemm.result.type):
+            return
+        s_out, z_out = out
+        relu_op = _relu_after(op, z_out)
+        last = relu_op or op
+        np_ = shape_of(gemm.bias.type)[0]
+        consts = [
+            graph.ConstantOp.from_array(a)
+            for a in (
+                _padded(addend, n, np_, np.float32),
+                _padded(factor, n, np_, np.float32),
+                np.array([s_mid, s_out], np.float32),
+                z_out,
+            )
+        ]
+        attrs = gemm.attrs()
+        attrs.update(epilogue="affine_requantize", post_relu=int(relu or bool(relu_op)))
+        new = QGemmOp.build(
+            [*gemm.operands[:5], *(c.results[0] for c in consts)], **attrs
+        )
+        rewriter.insert([*consts, new], InsertPoint.before(last))
+        rewriter.replace(last, [], [new.results[0]])
+
+
 @dataclass(frozen=True)
 class QuantPackGemmPass(ModulePass):
-    """Integer matmul + requantize chains → quant.qgemm (see the module docstring)."""
+    """Integer matmul chains → quant.qgemm (see the module docstring)."""
 
     name = "quant-pack-gemm"
 
@@ -148,4 +283,6 @@ class QuantPackGemmPass(ModulePass):
             return
         walker = PatternRewriteWalker(PackGemm(variant), apply_recursively=False)
         walker.rewrite_module(op)
+        dce(op)
+        PatternRewriteWalker(FoldAffine(), apply_recursively=False).rewrite_module(op)
         dce(op)

@@ -7,7 +7,7 @@ import numpy as np
 
 from smelt.dialects import dtypes
 from smelt.dialects import quant as q
-from smelt.dialects.quant_gemm import QGemmOp
+from smelt.dialects.quant_gemm import Im2ColOp, QGemmOp, im2col
 from smelt.dialects.quant_gemm import reference as qgemm_reference
 from smelt.registry import Table
 
@@ -57,4 +57,15 @@ def _requantize(op: q.RequantizeOp, args: list[np.ndarray]) -> np.ndarray:
 def _qgemm(op: QGemmOp, args: list[np.ndarray]) -> np.ndarray:
     a = op.attrs()
     flags = bool(a.get("relu", 0)), bool(a.get("shift_input", 0))
-    return qgemm_reference(*args, int(a["k"]), int(a["n"]), *flags)
+    epilogue = str(a.get("epilogue", "requantize"))
+    return qgemm_reference(
+        *args[:5], args[5:], int(a["k"]), int(a["n"]), *flags, epilogue,
+        bool(a.get("post_relu", 0)),
+    )  # fmt: skip
+
+
+@kernel(Im2ColOp)
+def _im2col(op: Im2ColOp, args: list[np.ndarray]) -> np.ndarray:
+    a = op.attrs()
+    keys = ("kernel_shape", "strides", "dilations")
+    return im2col(args[0], *(list(a[k]) for k in keys))

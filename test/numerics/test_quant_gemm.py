@@ -13,9 +13,11 @@ import smelt
 from smelt.compiler.driver import import_graph, lower
 from smelt.compiler.pipelines import preset
 from smelt.dialects.quant_gemm import (
+    VARIANTS,
     QGemmOp,
     choose_variant,
     pack_weights,
+    units,
     unpack_weights,
 )
 from smelt.targets.cpu_spec import CpuSpec, host
@@ -107,7 +109,9 @@ def _run(program, x_q):
     return list(out.values())[0] if isinstance(out, dict) else out[0]
 
 
-SHAPES = [(5, 13, 37), (17, 130, 50), (1, 3, 1)]
+# (300, 40, 200): 8 row blocks of 40 rows (the last 20) × 2 column chunks (the
+# last 3 panels, one a tail of 8 columns): every branch of a unit
+SHAPES = [(5, 13, 37), (17, 130, 50), (1, 3, 1), (300, 40, 200)]
 
 
 @pytest.mark.parametrize("cpu", list(CPUS))
@@ -163,3 +167,114 @@ def test_no_packing_without_avx2():
 def test_pack_round_trip(variant):
     w = np.random.default_rng(1).integers(-128, 128, (11, 35))
     np.testing.assert_array_equal(unpack_weights(pack_weights(w, variant), 11, 35), w)
+
+
+def qdq_linear(m, k, n, act, tail: str, seed=0):
+    """x_q → DQ → MatMul(DQ(w_q)) then `tail`: "q_add" (→ Q → DQ → Add(DQ(b_q))
+    → Q, onnxruntime's bias pattern), "q_add_relu" (the same with a Relu before
+    the last Q) or "float" (→ Add(b) → Tanh, a float output: no Q after the
+    MatMul)."""
+    rng = np.random.default_rng(seed)
+    x_t = np.uint8 if act == "u8" else np.int8
+    elem = TensorProto.UINT8 if act == "u8" else TensorProto.INT8
+    z = {"u8": (120, 97, 131), "s8": (-7, 3, -11)}[act]
+    inits = {
+        "s_x": np.array(0.04, np.float32), "z_x": np.array(z[0], x_t),
+        "w_q": rng.integers(-127, 128, (k, n)).astype(np.int8),
+        "s_w": (rng.random(n) * 0.02 + 0.004).astype(np.float32),
+        "z_w": np.zeros(n, np.int8),
+        "s_h": np.array(0.3, np.float32), "z_h": np.array(z[1], x_t),
+        "b_q": rng.integers(0, 256, n).astype(np.uint8),
+        "s_b": np.array(0.01, np.float32), "z_b": np.array(128, np.uint8),
+        "b": (rng.standard_normal(n) * 0.5).astype(np.float32),
+        "s_y": np.array(0.35, np.float32), "z_y": np.array(z[2], x_t),
+    }  # fmt: skip
+    node = helper.make_node
+    nodes = [
+        node("DequantizeLinear", ["x_q", "s_x", "z_x"], ["x"]),
+        node("DequantizeLinear", ["w_q", "s_w", "z_w"], ["w"], axis=1),
+        node("MatMul", ["x", "w"], ["mm"]),
+    ]
+    out_elem = elem
+    if tail == "float":
+        nodes += [node("Add", ["mm", "b"], ["a"]), node("Tanh", ["a"], ["y"])]
+        out_elem = TensorProto.FLOAT
+    else:
+        last = "r" if tail == "q_add_relu" else "a"
+        nodes += [
+            node("QuantizeLinear", ["mm", "s_h", "z_h"], ["h_q"]),
+            node("DequantizeLinear", ["h_q", "s_h", "z_h"], ["h"]),
+            node("DequantizeLinear", ["b_q", "s_b", "z_b"], ["bd"]),
+            node("Add", ["h", "bd"], ["a"]),
+            *([node("Relu", ["a"], ["r"])] if tail == "q_add_relu" else []),
+            node("QuantizeLinear", [last, "s_y", "z_y"], ["y"]),
+        ]
+    g = helper.make_graph(
+        nodes, "qlinear",
+        [helper.make_tensor_value_info("x_q", elem, [m, k])],
+        [helper.make_tensor_value_info("y", out_elem, [m, n])],
+        [numpy_helper.from_array(a, name) for name, a in inits.items()],
+    )  # fmt: skip
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    info = np.iinfo(x_t)
+    x_q = rng.integers(info.min, info.max + 1, (m, k)).astype(x_t)
+    return model, x_q
+
+
+def _epilogues(model, cpu: str) -> list[str]:
+    module = import_graph(model)
+    spec = preset("cpu", cpu=cpu).split(",")[0]
+    lower(module, f"{spec},graph-fold-constants,graph-simplify,{QDQ}")
+    return [
+        op.attr("epilogue", "requantize")
+        for op in module.walk()
+        if isinstance(op, QGemmOp)
+    ]
+
+
+EPILOGUE = {"q_add": "affine_requantize", "q_add_relu": "affine_requantize",
+            "float": "dequantize"}  # fmt: skip
+
+
+@pytest.mark.parametrize("cpu", list(CPUS))
+@pytest.mark.parametrize("act", ["u8", "s8"])
+@pytest.mark.parametrize("tail", list(EPILOGUE))
+def test_epilogues_match_the_unpacked_chain(cpu, act, tail):
+    """The bias-add and float epilogues compute each f32 step of the ops they
+    replace: the packed kernel equals the generic i32 loops bit for bit (float:
+    within an ulp, the generic kernel may contract mul + add into an fma), and
+    onnxruntime within one output step (float: within f32 rounding)."""
+    if not _runs_here(cpu) or CPUS[cpu] is None:
+        pytest.skip(f"this host cannot run {cpu}, or it has no int8 GEMM")
+    model, x_q = qdq_linear(9, 70, 37, act, tail)
+    assert _epilogues(model, cpu) == [EPILOGUE[tail]]
+    got = _run(_compile(model, cpu), x_q)
+    generic = _run(_compile(model, cpu, pack=False), x_q)
+    if tail == "float":
+        np.testing.assert_allclose(got, generic, rtol=1e-6, atol=1e-7)
+    else:
+        np.testing.assert_array_equal(got, generic)
+    import onnxruntime as ort
+
+    theirs = ort.InferenceSession(model.SerializeToString()).run(None, {"x_q": x_q})[0]
+    assert got.dtype == theirs.dtype
+    if tail == "float":
+        np.testing.assert_allclose(got, theirs, rtol=1e-5, atol=1e-5)
+    else:
+        diff = np.abs(got.astype(np.int32) - theirs.astype(np.int32))
+        assert diff.max() <= 1 and (diff == 0).mean() >= 0.99
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "m,k,n", [(1, 3, 1), (300, 40, 200), (64, 1024, 4096), (12544, 147, 64)]
+)
+def test_units_cover_the_gemm(variant, m, k, n):
+    """Row blocks and column chunks cover every row and panel once, the last of
+    each possibly shorter."""
+    u = units(m, k, n, variant)
+    v = VARIANTS[variant]
+    panels = -(-n // v.nr)
+    assert (u.row_blocks - 1) * u.block_rows < m <= u.row_blocks * u.block_rows
+    assert (u.chunks - 1) * u.chunk_panels < panels <= u.chunks * u.chunk_panels
+    assert u.block_rows % v.mr == 0

@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
 )
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import locations
 from smelt.dialects.loop import AllocOp, CheckOp, ConstantOp, ForOp, ViewOp, is_kernel
@@ -37,7 +37,7 @@ from smelt.lowering.llvm.emit_kernel import (
 )
 from smelt.lowering.llvm import emit_bf16_gemm
 from smelt.lowering.llvm.emit_math import MATH_EMITTERS
-from smelt.lowering.llvm.int8_gemm import emit_qgemm
+from smelt.lowering.llvm import int8_gemm
 from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
@@ -53,15 +53,32 @@ from smelt.lowering.llvm.types import (
     constant,
     op_name,
 )
-from smelt.lowering.lower_qgemm import is_qgemm_kernel, qgemm_params
 from smelt.passes.loop_parallelize import THREADS_ATTR
+
+CALLEES: dict[str, OpEmitter] = {
+    emit_bf16_gemm.CALLEE: emit_bf16_gemm.emit_call,
+    int8_gemm.CALLEE: int8_gemm.emit_call,
+}
+"""Callee → emitter: the library routines a kernel may call (`func.call`)."""
+
+
+def emit_call(em: KernelEmitter, op: Operation) -> None:
+    callee = op.callee.root_reference.data  # type: ignore[attr-defined]
+    if callee not in CALLEES:
+        known = ", ".join(f"@{name}" for name in CALLEES)
+        raise SmeltError(
+            f"kernel @{em.name}: func.call of @{callee}; the llvm target knows "
+            f"only {known} (lowering/llvm/emit.py CALLEES)"
+        )
+    CALLEES[callee](em, op)
+
 
 OP_EMITTERS: dict[str, OpEmitter] = {
     **ARITH_EMITTERS,
     **MATH_EMITTERS,
     **MEMORY_EMITTERS,
     **VECTOR_EMITTERS,
-    **emit_bf16_gemm.EMITTERS,
+    "func.call": emit_call,
 }
 """Op name → emitter: the ops the llvm target supports inside kernels."""
 
@@ -113,9 +130,6 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         status.initializer = ir.Constant(I32, 0)
     for fn, kernel in functions.values():
         with locations.naming_errors(kernel):
-            if is_qgemm_kernel(kernel):  # a packed int8 GEMM: its own emitter
-                emit_qgemm(fn, qgemm_params(kernel))
-                continue
             KernelEmitter(fn, kernel, OP_EMITTERS, options, checks=codes).emit()
     if main is None:  # a library of kernels: keep them all, exported
         for fn, _ in functions.values():

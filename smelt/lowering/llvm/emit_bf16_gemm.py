@@ -271,7 +271,3 @@ class _Gemm:
         for r, row in enumerate(rows):
             for h in range(2):
                 b.store(accs[2 * r + h], self.c_ptr(row, j, h), align=4)
-
-
-EMITTERS = {"func.call": emit_call}
-"""Op name → emitter, merged into the llvm target's table (emit.py)."""

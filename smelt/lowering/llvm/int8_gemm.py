@@ -1,13 +1,16 @@
-"""The body of a `quant.qgemm` kernel: an int8 GEMM micro-kernel with the
-requantization fused on its i32 register tile (`dialects/quant_gemm.py` defines
-the op and the weight packing).
+"""`func.call @smelt.qgemm` inside a `quant.qgemm` kernel → an int8 GEMM
+micro-kernel function with the requantization fused on its i32 register tile
+(`dialects/quant_gemm.py` defines the op, the weight packing and the units).
 
-    void qgemm(ptr x, ptr wp, ptr bias, ptr mult, ptr zp, ptr y)
+    void smelt.qgemm.<variant>.<m>x<k>x<n>.<hash>(ptr x, ptr wp, ptr bias,
+        ptr mult, ptr zp, ptr post..., ptr y, i64 unit)
 
+One call computes one unit (`quant_gemm.Units`: a block of rows × a chunk of
+column panels), so that the kernel's parallel loop over units runs on threads.
 Loops: column panels of NR (outer: a panel of packed weights, K_p · NR values,
-stays in L1/L2 across all rows) × row tiles of MR × k groups of KG. The register
-tile is MR × (NR / lanes) i32 vectors. Per k group each row's KG activations are
-one 32-bit broadcast; one dot instruction per accumulator:
+stays in L1/L2 across the block's rows) × row tiles of MR × k groups of KG. The
+register tile is MR × (NR / lanes) i32 vectors. Per k group each row's KG
+activations are one 32-bit broadcast; one dot instruction per accumulator:
 
   vnni512 / vnni256   vpdpbusd: acc += Σ_{t<4} u8 a[t] · s8 b[t]  (an s8 x is read
                       with its sign bit flipped, `shift_input`; the bias holds
@@ -16,18 +19,30 @@ one 32-bit broadcast; one dot instruction per accumulator:
                       acc += the pair sums
 
 Epilogue per vector: + bias, f32, × multiplier, round half to even, clamp to the
-storage range less the zero point (and above 0 with relu), + zero point, truncate,
-store (masked for the last panel's columns past N). The tail rows (M mod MR) get a
-smaller tile, the tail k group (K mod KG) byte loads; all shapes are static.
+storage range less the zero point (and above 0 with relu), + zero point; with
+`affine_requantize` then − zero point, f32, × s_mid, × scale, + addend, ÷ s_out
+and the same rounding and clamping to the output's zero point; truncate, store
+(masked for the last panel's columns past N). With `dequantize`: + addend after
+the multiplier, an f32 store. The tail rows (M mod MR) get a smaller tile, the
+tail k group (K mod KG) byte loads; all shapes are static.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, StringAttr
+from xdsl.ir import Operation
 
-from smelt.dialects.quant_gemm import VARIANTS, padded
+from smelt.dialects.quant_gemm import CALLEE, PARAMS_ATTR, VARIANTS, Units, padded
+from smelt.errors import SmeltError
+
+if TYPE_CHECKING:
+    from smelt.lowering.llvm.emit_kernel import KernelEmitter
 
 I1, I8, I16, I32, I64 = (ir.IntType(b) for b in (1, 8, 16, 32, 64))
 F32 = ir.FloatType()
@@ -56,6 +71,14 @@ class _Emitter:
         self.shift = bool(params["shift_input"])
         self.signed_x = bool(params["signed_input"])
         self.signed_y = bool(params["signed_output"])
+        self.signed_mid = bool(params.get("signed_zero_point", params["signed_output"]))
+        self.epilogue = str(params.get("epilogue", "requantize"))
+        self.post_relu = bool(params.get("post_relu", 0))
+        self.post_zp = int(params.get("post_zero_point", 0))
+        self.x, self.wp, self.bias, self.mult, _, *self.post, self.y, self.unit = (
+            fn.args
+        )
+        self.split = Units(*(int(params[f]) for f in Units._fields))
         self.vnni = v.kg == 4
         self.wv = ir.VectorType(I32, v.lanes)
         self.vecs = v.nr // v.lanes
@@ -74,9 +97,11 @@ class _Emitter:
         self.round = _declare(self.module, f"llvm.roundeven.v{v.lanes}f32", fv, [fv])
         self.bv = ir.VectorType(I8, v.lanes)
         self.mask_t = ir.VectorType(I1, v.lanes)
+        out_t = fv if self.epilogue == "dequantize" else self.bv
+        suffix = "f32" if self.epilogue == "dequantize" else "i8"
         self.masked_store = _declare(
-            self.module, f"llvm.masked.store.v{v.lanes}i8.p0", ir.VoidType(),
-            [self.bv, ir.PointerType(), I32, self.mask_t],
+            self.module, f"llvm.masked.store.v{v.lanes}{suffix}.p0", ir.VoidType(),
+            [out_t, ir.PointerType(), I32, self.mask_t],
         )  # fmt: skip
 
     # --- control flow ------------------------------------------------------------
@@ -109,33 +134,79 @@ class _Emitter:
 
     # --- the micro-kernel ----------------------------------------------------------
 
-    def emit(self) -> None:
-        v, b = self.v, self.b
-        full_panels, tail_cols = divmod(self.n, v.nr)
-        if full_panels:
-            def panel(j, _):
-                self.rows(j, None)
-                return []
+    def branch(self, cond: ir.Value, then: Callable, other: Callable) -> None:
+        b = self.b
+        yes, no = self.fn.append_basic_block("then"), self.fn.append_basic_block("else")
+        join = self.fn.append_basic_block("join")
+        b.cbranch(cond, yes, no)
+        for block, body in ((yes, then), (no, other)):
+            b.position_at_end(block)
+            body()
+            b.branch(join)
+        b.position_at_end(join)
 
-            self.counted(full_panels, "panel", panel, [])
-        if tail_cols:
-            self.rows(_i64(full_panels), tail_cols)
+    def emit(self) -> None:
+        """One unit (`Units`): its row block × its chunk of column panels. The
+        last row block and the last chunk (a tail panel) get their own code."""
+        b, s = self.b, self.split
+        block = b.udiv(self.unit, _i64(s.chunks))
+        chunk = b.urem(self.unit, _i64(s.chunks))
+        row0 = b.mul(block, _i64(s.block_rows))
+        last_rows = self.m - (s.row_blocks - 1) * s.block_rows
+
+        def columns(rows: int) -> None:
+            if s.chunks == 1:
+                self.last_chunk(row0, rows)
+                return
+            first = b.mul(chunk, _i64(s.chunk_panels))
+            self.branch(
+                b.icmp_unsigned("<", chunk, _i64(s.chunks - 1)),
+                lambda: self.panels(first, s.chunk_panels, row0, rows),
+                lambda: self.last_chunk(row0, rows),
+            )
+
+        if s.row_blocks == 1:
+            columns(last_rows)
+        else:
+            self.branch(
+                b.icmp_unsigned("<", block, _i64(s.row_blocks - 1)),
+                lambda: columns(s.block_rows),
+                lambda: columns(last_rows),
+            )
         b.ret_void()
 
-    def rows(self, j: ir.Value, cols: int | None) -> None:
-        tiles, tail_rows = divmod(self.m, self.v.mr)
+    def panels(self, first: ir.Value, count: int, row0: ir.Value, rows: int) -> None:
+        """`count` full panels from panel `first` for `rows` rows from row0."""
+        def panel(j, _):
+            self.rows(self.b.add(first, j), None, row0, rows)
+            return []
+
+        self.counted(count, "panel", panel, [])
+
+    def last_chunk(self, row0: ir.Value, rows: int) -> None:
+        s = self.split
+        full_panels, tail_cols = divmod(self.n, self.v.nr)
+        first = (s.chunks - 1) * s.chunk_panels
+        if full_panels > first:
+            self.panels(_i64(first), full_panels - first, row0, rows)
+        if tail_cols:
+            self.rows(_i64(full_panels), tail_cols, row0, rows)
+
+    def rows(self, j: ir.Value, cols: int | None, row0: ir.Value, count: int) -> None:
+        tiles, tail_rows = divmod(count, self.v.mr)
         if tiles:
             def tile(t, _):
-                self.tile(j, self.b.mul(t, _i64(self.v.mr)), self.v.mr, cols)
+                i0 = self.b.add(row0, self.b.mul(t, _i64(self.v.mr)))
+                self.tile(j, i0, self.v.mr, cols)
                 return []
 
             self.counted(tiles, "rows", tile, [])
         if tail_rows:
-            self.tile(j, _i64(tiles * self.v.mr), tail_rows, cols)
+            self.tile(j, self.b.add(row0, _i64(tiles * self.v.mr)), tail_rows, cols)
 
     def tile(self, j: ir.Value, i0: ir.Value, rows: int, cols: int | None) -> None:
         v, b = self.v, self.b
-        x, wp, _, _, _, _ = self.fn.args
+        x, wp = self.x, self.wp
         groups, tail = divmod(self.k, v.kg)
         panel = b.mul(j, _i64(self.kp * v.nr))  # weight elements before the panel
         row_ptrs = [
@@ -205,30 +276,92 @@ class _Emitter:
         valid = None if cols is None else cols - h * lanes
         if valid is not None and valid <= 0:
             return
-        _, _, bias, mult, _, y = self.fn.args
         col = b.add(b.mul(j, _i64(v.nr)), _i64(h * lanes))
-        biased = b.add(acc, b.load(b.gep(bias, [col], source_etype=I32), typ=self.wv,
-                                   align=4))  # fmt: skip
-        scale = b.load(b.gep(mult, [col], source_etype=F32), typ=self.fv, align=4)
-        scaled = b.call(self.round, [b.fmul(b.sitofp(biased, self.fv), scale)])
-        qmin, qmax = (-128, 127) if self.signed_y else (0, 255)
-        lo = max(qmin, self.zp) if self.relu else qmin
-        low = ir.Constant(self.fv, [float(lo - self.zp)] * lanes)
-        high = ir.Constant(self.fv, [float(qmax - self.zp)] * lanes)
-        scaled = b.select(b.fcmp_ordered("<", scaled, low), low, scaled)
-        scaled = b.select(b.fcmp_ordered(">", scaled, high), high, scaled)
-        q = b.add(b.fptosi(scaled, self.wv), ir.Constant(self.wv, [self.zp] * lanes))
-        q8 = b.trunc(q, self.bv)
+        biased = b.add(acc, self.column(self.bias, col, self.wv, I32))
+        scaled = b.fmul(b.sitofp(biased, self.fv), self.column(self.mult, col))
+        if self.epilogue == "dequantize":
+            out = b.fadd(scaled, self.column(self.post[0], col))
+            self.write(out, F32, row, col, valid)
+            return
+        q = self.requantize(scaled, self.zp, self.signed_mid, self.relu)
+        if self.epilogue == "affine_requantize":
+            addend, scale, scales, _ = self.post
+            s_mid, s_out = (self.splat(scales, t) for t in (0, 1))
+            zero = ir.Constant(self.wv, [self.zp] * lanes)
+            real = b.fmul(b.sitofp(b.sub(q, zero), self.fv), s_mid)
+            real = b.fmul(real, self.column(scale, col))
+            real = b.fadd(real, self.column(addend, col))
+            q = self.requantize(
+                b.fdiv(real, s_out), self.post_zp, self.signed_y, self.post_relu
+            )
+        self.write(b.trunc(q, self.bv), I8, row, col, valid)
+
+    def column(self, ptr, col, vec=None, elem=F32) -> ir.Value:
+        """The vector of a per-column operand (bias, multiplier, addend) at col."""
+        at = self.b.gep(ptr, [col], source_etype=elem)
+        return self.b.load(at, typ=vec or self.fv, align=4)
+
+    def splat(self, ptr, index: int) -> ir.Value:
+        value = self.b.load(self.b.gep(ptr, [_i64(index)], source_etype=F32), typ=F32)
+        vec = self.b.insert_element(ir.Constant(self.fv, ir.Undefined), value, _i64(0))
+        mask = ir.Constant(ir.VectorType(I32, self.v.lanes), [0] * self.v.lanes)
+        return self.b.shuffle_vector(vec, ir.Constant(self.fv, ir.Undefined), mask)
+
+    def requantize(self, scaled, zp: int, signed: bool, relu: bool) -> ir.Value:
+        """saturate(round_half_even(scaled) + zp) [max(·, zp)] as an i32 vector."""
+        b, lanes = self.b, self.v.lanes
+        rounded = b.call(self.round, [scaled])
+        qmin, qmax = (-128, 127) if signed else (0, 255)
+        lo = max(qmin, zp) if relu else qmin
+        low = ir.Constant(self.fv, [float(lo - zp)] * lanes)
+        high = ir.Constant(self.fv, [float(qmax - zp)] * lanes)
+        rounded = b.select(b.fcmp_ordered("<", rounded, low), low, rounded)
+        rounded = b.select(b.fcmp_ordered(">", rounded, high), high, rounded)
+        return b.add(b.fptosi(rounded, self.wv), ir.Constant(self.wv, [zp] * lanes))
+
+    def write(self, value, elem, row, col, valid: int | None) -> None:
+        b, lanes = self.b, self.v.lanes
         at = b.add(b.mul(row, _i64(self.n)), col)
-        ptr = b.gep(y, [at], source_etype=I8)
+        ptr = b.gep(self.y, [at], source_etype=elem)
         if valid is None or valid >= lanes:
-            b.store(q8, ptr, align=1)
+            b.store(value, ptr, align=1)
             return
         mask = ir.Constant(self.mask_t, [int(t < valid) for t in range(lanes)])
-        b.call(self.masked_store, [q8, ptr, ir.Constant(I32, 1), mask])
+        b.call(self.masked_store, [value, ptr, ir.Constant(I32, 1), mask])
 
 
-def emit_qgemm(fn: ir.Function, params: dict[str, int | str]) -> None:
-    """Writes the body of kernel function `fn` (x, wp, bias, mult, zp, y) for the
-    `quant.qgemm` parameters `params` (see `lower_qgemm.py`)."""
+def define_qgemm(
+    module: ir.Module, params: dict[str, int | str], args: int
+) -> ir.Function:
+    """`void(ptr x, ptr wp, ptr bias, ptr mult, ptr zp, ptr post..., ptr y, i64
+    unit)` for the `quant.qgemm` parameters `params` (`lower_qgemm.py`), defined
+    once per module and parameter set."""
+    key = ",".join(f"{k}={params[k]}" for k in sorted(params))
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    name = f"{CALLEE}.{params['variant']}.{params['m']}x{params['k']}x{params['n']}"
+    name = f"{name}.{digest}"
+    existing = module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing
+    ptr = ir.PointerType()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * args + [I64]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[:-1]:
+        arg.add_attribute("noalias")
     _Emitter(fn, params).emit()
+    return fn
+
+
+def emit_call(em: KernelEmitter, op: Operation) -> None:
+    """`func.call @smelt.qgemm(%x, ..., %y, %unit) {quant.qgemm = ...}`."""
+    assert isinstance(op, func.CallOp)
+    attr = op.attributes.get(PARAMS_ATTR)
+    if not isinstance(attr, DictionaryAttr):
+        raise SmeltError(f"@{CALLEE} needs its {PARAMS_ATTR} parameters")
+    params = {
+        key: value.data if isinstance(value, StringAttr) else value.value.data
+        for key, value in attr.data.items()
+    }
+    fn = define_qgemm(em.module, params, len(op.operands) - 1)  # type: ignore[arg-type]
+    em.builder.call(fn, em.operands(op))

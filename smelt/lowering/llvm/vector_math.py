@@ -65,30 +65,36 @@ FUNCTIONS = ("exp", "tanh", "erf")
 
 
 def applies(name: str, ty: ir.Type) -> bool:
-    """Whether math.`name` on `ty` has a polynomial version here."""
-    return (
-        name in FUNCTIONS
-        and isinstance(ty, ir.VectorType)
-        and isinstance(ty.element, ir.FloatType | ir.HalfType)
-    )
+    """Whether math.`name` on `ty` (an f32 / f16 vector or scalar) has a
+    polynomial version here. Scalars too: straight-line code where libm would be
+    a call (`llvm.exp` included: it becomes `expf`), so that LLVM's loop
+    vectorizer can still vectorize the loop around it (one that loop-vectorize
+    left scalar: a quantized GELU's or softmax's int / float casts)."""
+    element = ty.element if isinstance(ty, ir.VectorType) else ty
+    return name in FUNCTIONS and isinstance(element, ir.FloatType | ir.HalfType)
 
 
 def emit(em: KernelEmitter, name: str, x: ir.Value) -> ir.Value:
-    """math.`name`(x) for an f32 or f16 vector `x` (see `applies`)."""
+    """math.`name`(x) for an f32 or f16 vector or scalar `x` (see `applies`)."""
     b = em.builder
     ty = x.type
-    if isinstance(ty.element, ir.HalfType):
-        wide = ir.VectorType(ir.FloatType(), ty.count)
+    element = ty.element if isinstance(ty, ir.VectorType) else ty
+    if isinstance(element, ir.HalfType):
+        wide: ir.Type = ir.FloatType()
+        if isinstance(ty, ir.VectorType):
+            wide = ir.VectorType(wide, ty.count)
         return b.fptrunc(emit(em, name, b.fpext(x, wide)), ty)
     return {"exp": _exp, "tanh": _tanh, "erf": _erf}[name](_Math(em, ty), x)
 
 
 class _Math:
-    """Small IR helpers over one vector type."""
+    """Small IR helpers over one f32 type (a vector or a scalar)."""
 
-    def __init__(self, em: KernelEmitter, ty: ir.VectorType):
+    def __init__(self, em: KernelEmitter, ty: ir.Type):
         self.em, self.b, self.ty = em, em.builder, ty
-        self.ity = ir.VectorType(ir.IntType(32), ty.count)
+        self.ity: ir.Type = ir.IntType(32)
+        if isinstance(ty, ir.VectorType):
+            self.ity = ir.VectorType(self.ity, ty.count)
 
     def c(self, value: float) -> ir.Constant:
         return constant(self.ty, value)

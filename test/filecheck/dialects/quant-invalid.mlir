@@ -55,3 +55,19 @@ func.func @f(%a: tensor<4xi8>, %m: tensor<f32>, %z: tensor<i8>) {
 }
 // CHECK: requantize expects an i32 accumulator
 
+
+// -----
+
+func.func @f(%x: tensor<3x5xui8>, %w: tensor<1x2x32x4xi8>, %b: tensor<32xi32>, %m: tensor<32xf32>, %z: tensor<ui8>) {
+  %y = quant.qgemm %x, %w, %b, %m, %z {variant = "vnni512", k = 5 : i64, n = 7 : i64, epilogue = "dequantize"} : (tensor<3x5xui8>, tensor<1x2x32x4xi8>, tensor<32xi32>, tensor<32xf32>, tensor<ui8>) -> tensor<3x7xf32>
+  func.return
+}
+// CHECK: a qgemm with epilogue dequantize takes 6 operands
+
+// -----
+
+func.func @f(%x: tensor<1x7x7x2xf32>) {
+  %r = quant.im2col %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>} : (tensor<1x7x7x2xf32>) -> tensor<1x3x3x18xf32>
+  func.return
+}
+// CHECK: im2col takes an NHWC tensor of 8-bit integers

@@ -157,3 +157,60 @@ func.func @unchanged(%arg0: tensor<2x3xui8>, %arg1: tensor<3x2xi8>) -> tensor<4x
   %y = quant.quantize %c, %xs, %xz : (tensor<4x2xf32>, tensor<f32>, tensor<ui8>) -> tensor<4x2xui8>
   func.return %y : tensor<4x2xui8>
 }
+
+// A matmul of dequantized operands whose result stays float (no quantize after
+// it, then a bias add and a float op): the i32 matmul (the input's zero point
+// folded into the i32 bias, −z_x·Σ_k w), f32(acc) · s_x·s_w and the bias in
+// f32; the int8 weight is not dequantized.
+// CHECK-LABEL: func.func @float_result
+// CHECK-NOT: quant.dequantize
+// CHECK: %[[X:.*]] = graph.cast %arg0 {to = i32}
+// CHECK: %[[M:.*]] = graph.matmul %[[X]], %{{.*}} : (tensor<2x3xi32>, tensor<3x2xi32>) -> tensor<2x2xi32>
+// CHECK: %[[B:.*]] = graph.constant dense<[2, -16]> : tensor<2xi32>
+// CHECK: %[[ACC:.*]] = graph.add %[[M]], %[[B]]
+// CHECK: %[[F:.*]] = graph.cast %[[ACC]] {to = f32}
+// CHECK: %[[S:.*]] = graph.constant dense<[5.000000e-01, 1.000000e+00]> : tensor<2xf32>
+// CHECK: %[[P:.*]] = graph.mul %[[F]], %[[S]]
+// CHECK: %[[A:.*]] = graph.constant dense<[1.000000e+00, -2.000000e+00]> : tensor<2xf32>
+// CHECK: %[[Y:.*]] = graph.add %[[P]], %[[A]]
+// CHECK: graph.tanh %[[Y]]
+func.func @float_result(%arg0: tensor<2x3xui8>) -> tensor<2x2xf32> {
+  %xs = graph.constant dense<0.5> : tensor<f32>
+  %xz = graph.constant dense<2> : tensor<ui8>
+  %x = quant.dequantize %arg0, %xs, %xz : (tensor<2x3xui8>, tensor<f32>, tensor<ui8>) -> tensor<2x3xf32>
+  %wq = graph.constant dense<[[1, -2], [3, 4], [-5, 6]]> : tensor<3x2xi8>
+  %ws = graph.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %wz = graph.constant dense<0> : tensor<2xi8>
+  %w = quant.dequantize %wq, %ws, %wz : (tensor<3x2xi8>, tensor<2xf32>, tensor<2xi8>) -> tensor<3x2xf32>
+  %m = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  %b = graph.constant dense<[1.0, -2.0]> : tensor<2xf32>
+  %a = graph.add %m, %b : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %t = graph.tanh %a : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  func.return %t : tensor<2x2xf32>
+}
+
+// A batch norm on a dequantized value (a QDQ model keeps it after the conv's
+// quantize) becomes x · a + c per channel, a and c in f32 shaped [C, 1, 1];
+// one on a float value stays (graph-fold-batchnorm's business).
+// CHECK-LABEL: func.func @batch_norm
+// CHECK: %[[X:.*]] = quant.dequantize %arg0
+// CHECK: %[[A:.*]] = graph.constant dense<{{\[\[\[}}2.000000e+00]], {{\[\[}}5.000000e-01]]]> : tensor<2x1x1xf32>
+// CHECK: %[[C:.*]] = graph.constant dense<{{\[\[\[}}-1.000000e+00]], {{\[\[}}1.000000e+00]]]> : tensor<2x1x1xf32>
+// CHECK: %[[M:.*]] = graph.mul %[[X]], %[[A]]
+// CHECK: graph.add %[[M]], %[[C]]
+// CHECK: graph.batch_norm %arg1
+func.func @batch_norm(%arg0: tensor<1x2x2x2xui8>, %arg1: tensor<1x2x2x2xf32>) -> (tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>) {
+  %xs = graph.constant dense<0.5> : tensor<f32>
+  %xz = graph.constant dense<2> : tensor<ui8>
+  %x = quant.dequantize %arg0, %xs, %xz : (tensor<1x2x2x2xui8>, tensor<f32>, tensor<ui8>) -> tensor<1x2x2x2xf32>
+  %sq = graph.constant dense<[4, 1]> : tensor<2xi8>
+  %ss = graph.constant dense<0.5> : tensor<f32>
+  %sz = graph.constant dense<0> : tensor<i8>
+  %s = quant.dequantize %sq, %ss, %sz : (tensor<2xi8>, tensor<f32>, tensor<i8>) -> tensor<2xf32>
+  %b = graph.constant dense<[1.0, 0.0]> : tensor<2xf32>
+  %m = graph.constant dense<[1.0, -2.0]> : tensor<2xf32>
+  %v = graph.constant dense<[1.0, 1.0]> : tensor<2xf32>
+  %y = graph.batch_norm %x, %s, %b, %m, %v {epsilon = 0.0 : f32} : (tensor<1x2x2x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<1x2x2x2xf32>
+  %z = graph.batch_norm %arg1, %s, %b, %m, %v {epsilon = 0.0 : f32} : (tensor<1x2x2x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<1x2x2x2xf32>
+  func.return %y, %z : tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>
+}
