@@ -20,7 +20,9 @@ def add_compile_parser(sub) -> None:
         CONSTANT_HELP,
         CPU_HELP,
         DEFAULT_MODEL,
+        MEMORY_LIMIT_HELP,
         add_dump_arguments,
+        memory_size,
     )
 
     c = sub.add_parser("compile", help="compile a model (cpu) into an artifact that "
@@ -49,6 +51,8 @@ def add_compile_parser(sub) -> None:
     c.add_argument("--cache", nargs="?", const=True, default=None, metavar="DIR",
                    help="take the build from the compile cache, or put it there "
                    "(default DIR ~/.cache/smelt)")
+    c.add_argument("--memory-limit", type=memory_size, default=0, metavar="SIZE",
+                   help=MEMORY_LIMIT_HELP)
     add_dump_arguments(c)
     c.set_defaults(func=cmd_compile)
 
@@ -69,7 +73,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         constants=parse_constants(args.constant), threads=args.threads, cpu=args.cpu,
         check_model=not args.no_check_model, precision=args.precision,
         opt_level=args.opt_level, fast_math=args.fast_math, cache=args.cache,
-        dump=dump_options(args),
+        memory_limit=args.memory_limit, dump=dump_options(args),
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )  # fmt: skip
     seconds = time.perf_counter() - t0

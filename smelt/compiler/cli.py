@@ -129,6 +129,21 @@ def _graph_inputs(path: str) -> list:
     return list(onnx.load(path, load_external_data=False).graph.input)
 
 
+def memory_size(text: str) -> int:
+    """`--memory-limit`'s value: bytes from 8G, 512M, 1.5G, 4096 (binary units)."""
+    from smelt.targets.memory import parse_size
+
+    try:
+        return parse_size(text)
+    except SmeltError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+MEMORY_LIMIT_HELP = ("refuse a model whose arena, weights, inputs and outputs need "
+                     "more than SIZE (8G, 512M, …; binary units; default: this "
+                     "machine's memory)")
+
+
 def non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -207,7 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         path, args.target, input_shapes=shapes, level=args.level,
         constants=constants,
         threads=args.threads, profile=args.profile, cpu=args.cpu,
-        check_model=not args.no_check_model,
+        check_model=not args.no_check_model, memory_limit=args.memory_limit,
         precision=args.precision, dump=dump_options(args),
         **({"pipeline": args.pipeline} if args.pipeline else {}),
     )
@@ -420,6 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip onnx's full checker (it refuses a few valid models)")
     run.add_argument("--profile", type=non_negative, default=0, metavar="RUNS",
                      help="time every kernel over RUNS more runs (cpu)")
+    run.add_argument("--memory-limit", type=memory_size, default=0, metavar="SIZE",
+                     help=MEMORY_LIMIT_HELP)
     add_dump_arguments(run)
     run.set_defaults(func=cmd_run)
     tgt = sub.add_parser("target", help="what smelt knows of a CPU (default: this one)")

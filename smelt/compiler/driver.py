@@ -21,6 +21,7 @@ from smelt.compiler.instrument import DumpOptions, Instrumentation
 from smelt.dialects import dtypes
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
+from smelt.targets.memory import parse_size
 from smelt.universe import SMELT_UNIVERSE, make_context
 
 ModelLike = str | os.PathLike | bytes | onnx.ModelProto | ModuleOp
@@ -43,6 +44,8 @@ class CompileOptions:
     opt_level: int = 3  # LLVM's optimization level (cpu target)
     fast_math: bool = False  # LLVM's `reassoc nsz` on float ops (cpu target)
     profile: bool = False  # time every kernel call (cpu target)
+    # bytes that arena + weights + inputs / outputs may take (0: the machine's)
+    memory_limit: int = 0
 
     def record(self) -> dict[str, Any]:
         """Every field as JSON-able data, and the pipeline they resolve to: what
@@ -83,8 +86,11 @@ def import_graph(
     base_dir: str | None = None,
     constants: dict | None = None,
     check_model: bool = True,
+    memory_limit: int = 0,
 ) -> ModuleOp:
-    """The graph-level module of `model` (a path, bytes, ModelProto or module)."""
+    """The graph-level module of `model` (a path, bytes, ModelProto or module);
+    ResourceLimit when its weights alone need more than `memory_limit` bytes (0:
+    the machine's memory)."""
     if isinstance(model, ModuleOp):
         if constants:
             raise SmeltError("constants= fixes ONNX inputs: give an ONNX model")
@@ -92,8 +98,9 @@ def import_graph(
     from smelt.frontend.onnx import import_model
 
     return import_model(
-        model, input_shapes or {}, base_dir, constants, check_model=check_model
-    )
+        model, input_shapes or {}, base_dir, constants, check_model=check_model,
+        memory_limit=memory_limit,
+    )  # fmt: skip
 
 
 def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
@@ -203,6 +210,7 @@ def compile(
     opt_level: int = 3,
     fast_math: bool = False,
     cache: bool | str | os.PathLike | None = None,
+    memory_limit: int | str = 0,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
@@ -225,7 +233,11 @@ def compile(
     for ~/.cache/smelt, or a folder) keeps the build as an artifact keyed by the
     model's bytes, these options, the CPU and smelt's version and source, and
     loads it instead of compiling next time (a damaged or stale entry is
-    rebuilt)."""
+    rebuilt); `memory_limit` (bytes, or "8G" / "512M"; 0: the machine's memory)
+    bounds what the compiled model's arena, weights, inputs and outputs take
+    together: a model that needs more is refused (ResourceLimit naming its
+    largest buffers), and one whose weights alone exceed it is refused before
+    they are read."""
     options = CompileOptions(
         target=target,
         pipeline=pipeline,
@@ -239,6 +251,7 @@ def compile(
         opt_level=opt_level,
         fast_math=fast_math,
         profile=profile,
+        memory_limit=parse_size(memory_limit) if memory_limit else 0,
     )
     if cache:
         from smelt.compiler.cache import compile_cached
@@ -273,7 +286,7 @@ def _compile(
     with internal_errors("the ONNX import"):
         module = import_graph(
             model, options.input_shapes, base_dir, options.constants,
-            options.check_model,
+            options.check_model, options.memory_limit,
         )
         inputs, outputs = io_specs(module)
     times["import"] = time.perf_counter() - t0
@@ -282,7 +295,8 @@ def _compile(
 
         def source() -> ModuleOp:
             return import_graph(
-                model, options.input_shapes, base_dir, options.constants, False
+                model, options.input_shapes, base_dir, options.constants, False,
+                options.memory_limit,
             )
 
     instrument = Instrumentation(dump, source=source)
@@ -295,13 +309,13 @@ def _compile(
         if target == "gpu":
             from smelt.lowering.triton.runtime import compile_to_triton
 
-            program = compile_to_triton(module)
+            program = compile_to_triton(module, memory_limit=options.memory_limit)
         else:
             from smelt.lowering.llvm.jit import compile_to_native
 
             program = compile_to_native(
                 module, options.opt_level, options.fast_math, profile=profile,
-                consume=source is not None,
+                consume=source is not None, memory_limit=options.memory_limit,
             )
     times["codegen"] = time.perf_counter() - t0
     instrument.stages["codegen"] = times["codegen"]

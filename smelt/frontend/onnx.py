@@ -35,7 +35,12 @@ from smelt.dialects import graph as g
 from smelt.errors import SmeltError, UnsupportedModel
 from smelt.frontend import onnx_functions
 from smelt.frontend.onnx_constants import fix_inputs
-from smelt.frontend.onnx_load import ModelLike, load_model, tensor_array
+from smelt.frontend.onnx_load import (
+    ModelLike,
+    check_weights_fit,
+    load_model,
+    tensor_array,
+)
 from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, full_check, validate
 from smelt.frontend.onnx_validate import label as node_label
 from smelt.runtime import reference
@@ -74,6 +79,7 @@ def import_model(
     base_dir: str | os.PathLike | None = None,
     constants: Mapping[str, Any] | None = None,
     check_model: bool = True,
+    memory_limit: int = 0,
 ) -> ModuleOp:
     """The graph-level module of an ONNX model (a path, bytes or a ModelProto).
 
@@ -84,9 +90,12 @@ def import_model(
     as bytes or a ModelProto (a path's is its own folder). The graph is checked
     first (`onnx_validate`; `check_model=False` skips onnx's full
     checker after the import). Raises one SmeltError that lists every unsupported op
-    and every dynamic input dim.
+    and every dynamic input dim, or a ResourceLimit before any weight is read when
+    the model's tensors alone need more than `memory_limit` bytes (0: the
+    machine's memory).
     """
     proto, data_dir = load_model(model, base_dir)
+    check_weights_fit(proto, memory_limit)
     if constants:
         proto = fix_inputs(proto, constants, input_shapes or {})
     validate(proto)

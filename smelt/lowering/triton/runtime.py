@@ -119,7 +119,13 @@ class TritonProgram:
     returns the output buffers (owned by the program: copy them to keep them).
     """
 
-    def __init__(self, module: ModuleOp, device: str = "cuda", cuda_graph: bool = True):
+    def __init__(
+        self,
+        module: ModuleOp,
+        device: str = "cuda",
+        cuda_graph: bool = True,
+        memory_limit: int = 0,
+    ):
         import torch
 
         from smelt.compiler.driver import main_func
@@ -132,7 +138,7 @@ class TritonProgram:
         main = main_func(module)
         names = main.attributes.get("smelt.input_names")
         self.n_inputs = len(names.data) if names is not None else 0
-        plan = plan_memory(main)
+        plan = plan_memory(main, memory_limit=memory_limit)
         self.arena_bytes = plan.arena_bytes
         self.arena = torch.zeros(
             max(1, plan.arena_bytes), dtype=torch.uint8, device=device
@@ -258,7 +264,14 @@ def default_device() -> str:
 
 
 def compile_to_triton(
-    module: ModuleOp, device: str | None = None, cuda_graph: bool = True
+    module: ModuleOp,
+    device: str | None = None,
+    cuda_graph: bool = True,
+    memory_limit: int = 0,
 ) -> TritonProgram:
-    """The launch plan of a loop-level module with @main (after buffer-plan)."""
-    return TritonProgram(module, device or default_device(), cuda_graph)
+    """The launch plan of a loop-level module with @main (after buffer-plan); a
+    model that needs more than `memory_limit` bytes (0: the host's memory) is
+    refused before any device buffer is allocated."""
+    return TritonProgram(
+        module, device or default_device(), cuda_graph, memory_limit
+    )
