@@ -18,6 +18,8 @@ the last of two definitions, ignoring an attribute, or failing deep in a pass).
 
 from __future__ import annotations
 
+import re
+
 import onnx
 from onnx import defs, external_data_helper, helper
 
@@ -168,9 +170,40 @@ def full_check(model: onnx.ModelProto) -> None:
         if first.startswith(_INFERRED_BY_RUNTIMES) or _IR3_INITIALIZER in first:
             return
         raise InvalidModel(
-            f"the model is not valid ONNX: onnx's checker (full_check) says: {first} "
-            "(check_model=False / --no-check-model skips this check)"
+            f"the model is not valid ONNX{_checker_site(model, first)}: onnx's "
+            f"checker (full_check) says: {first} (check_model=False / "
+            "--no-check-model skips this check)"
         ) from None
+
+
+_CHECKER_NODE = re.compile(r"\(op_type:([^,)]+)(?:, node name: ([^)]*))?\)")
+
+
+def _checker_site(model: onnx.ModelProto, message: str) -> str:
+    """Where in the main graph a checker message points: " at NODE" (and the
+    outputs whose declared types the inferred ones contradict), or ""."""
+    match = _CHECKER_NODE.search(message)
+    if match is None:
+        return ""
+    op, name = match[1].strip(), match[2]
+    found = [
+        (i, n) for i, n in enumerate(model.graph.node)
+        if n.op_type == op and (not name or n.name == name)
+    ]  # fmt: skip
+    if not found:
+        return ""  # inside a subgraph or a function: the checker's text says
+    where = ", ".join(label(n, i) for i, n in found[:3])
+    if len(found) > 1:
+        where = f"one of {where}" + (", …" if len(found) > 3 else "")
+    if "existing shape" not in message and "existing type" not in message:
+        return f" at {where}"
+    graph = model.graph
+    declared = {v.name for v in [*graph.output, *graph.value_info, *graph.input]}
+    outputs = [o for _, n in found for o in n.output if o in declared]
+    if not outputs:
+        return f" at {where}"
+    names = ", ".join(f"'{o}'" for o in outputs[:3])
+    return f" at {where}: the declared type of {names} contradicts what it computes"
 
 
 def _raise(problems: list[str]) -> None:
