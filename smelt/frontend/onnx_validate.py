@@ -135,7 +135,9 @@ def _with_output_types(model: onnx.ModelProto) -> onnx.ModelProto:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001 (the full check reports the problem)
         return model
+    # inferred types of graph outputs land in graph.output itself
     known = {v.name: v for v in inferred.graph.value_info}
+    known |= {v.name: v for v in inferred.graph.output if not untyped(v)}
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for out in copy.graph.output:
