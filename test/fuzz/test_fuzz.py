@@ -48,3 +48,19 @@ def test_a_segfault_or_hang_costs_only_its_case():
     outcomes = [r["outcome"] for r in run_batch(cases, timeout=5.0, mem_gb=6.0)]
     assert outcomes[1:3] == ["segfault", "hang"]
     assert all(o not in FAILURES for o in (outcomes[0], outcomes[3]))
+
+
+def test_coverage_guided_fuzzing_finds_nothing(tmp_path):
+    """A few hundred atheris executions over the import + compile path (only
+    where atheris is installed: `pip install -e '.[fuzz]'`)."""
+    pytest.importorskip(
+        "atheris", reason="atheris is not installed (pip install -e '.[fuzz]'): "
+        "coverage-guided fuzzing NOT run"
+    )  # fmt: skip
+    from atheris_import import run
+
+    summary = run(seconds=240, runs=300, work=str(tmp_path), nice=0)
+    assert summary.returncode == 0, summary.log_tail
+    assert not summary.findings, summary.format()
+    assert summary.executions >= 300, summary.format()
+    assert summary.edges > 0 and summary.outcomes.get("ok", 0) > 0, summary.format()

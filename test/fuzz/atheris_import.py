@@ -1,0 +1,328 @@
+"""Coverage-guided fuzzing of the import + compile path with atheris (libFuzzer).
+
+    pip install -e '.[fuzz]'                         # atheris
+    python test/fuzz/atheris_import.py --seconds 600 [--work DIR]
+    python test/fuzz/atheris_import.py --replay DIR/finding-….onnx
+
+libFuzzer mutates model bytes, seeded with the small valid models of seeds.py;
+half of the mutations are structural instead (mutate.py's STRUCTURE edits of the
+parsed ModelProto), so coverage guides both. Only smelt's own modules are
+instrumented. Each input goes through `smelt.compile(bytes, "cpu")` (with a memory
+limit) and, when it compiles, one run on seeded inputs next to onnxruntime's.
+
+A SmeltError (refused) is fine, and so is a model that onnxruntime refuses but
+smelt runs (counted as accepted-invalid). A finding is any other exception, an
+input that takes longer than `--input-timeout` seconds, or an answer that differs
+from onnxruntime's when both accept: each is saved as DIR/finding-KIND-HASH.onnx
+with a .txt (the traceback) and fuzzing goes on. DIR/stats.json counts outcomes.
+`run()` starts a fuzzing process and returns its numbers: executions, coverage
+(libFuzzer's edges and features of smelt's code) and findings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [HERE, ROOT]
+
+MEMORY_LIMIT = "1G"  # smelt's own: models that need more are refused
+ADDRESS_SPACE_GB = 8  # the process's: a larger allocation is a MemoryError
+INPUT_TIMEOUT = 20.0  # seconds per input before it counts as a hang
+
+
+class _Timeout(BaseException):  # not an Exception: smelt's handlers let it pass
+    pass
+
+
+@dataclass
+class Harness:
+    """Runs one input and keeps the outcome counts and findings of a session."""
+
+    work: str
+    input_timeout: float = INPUT_TIMEOUT
+    outcomes: Counter = field(default_factory=Counter)
+    sites: dict[str, str] = field(default_factory=dict)  # finding key → file
+    executions: int = 0
+
+    def __call__(self, data: bytes) -> None:
+        self.executions += 1
+        outcome, detail = self.check(data)
+        self.outcomes[outcome] += 1
+        if outcome.startswith("finding-"):
+            self._save(data, outcome, detail)
+        if outcome.startswith("finding-") or self.executions % 25 == 0:
+            self._write_stats()
+
+    def check(self, data: bytes) -> tuple[str, str]:
+        """(outcome, detail): refused / ok / accepted-invalid / skipped-run or
+        finding-crash / finding-hang / finding-wrong-answer."""
+        import smelt
+
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, self.input_timeout)
+        try:
+            compiled = smelt.compile(data, "cpu", memory_limit=MEMORY_LIMIT)
+            feeds = _feeds(compiled)
+            if feeds is None:
+                return "skipped-run", ""
+            got = compiled.run(feeds)
+            status, want = _onnxruntime(data, feeds)
+        except smelt.SmeltError:
+            return "refused", ""
+        except _Timeout:
+            return "finding-hang", f"more than {self.input_timeout:g} s\n" + (
+                traceback.format_exc()
+            )
+        except Exception:  # noqa: BLE001 (the point: anything else is a finding)
+            return "finding-crash", traceback.format_exc()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if status != "ok":
+            return "accepted-invalid", want
+        from run_fuzz import _differs
+
+        diff = _differs(got, want)
+        return ("finding-wrong-answer", diff) if diff else ("ok", "")
+
+    def _save(self, data: bytes, outcome: str, detail: str) -> None:
+        digest = hashlib.sha1(data).hexdigest()[:12]
+        base = os.path.join(self.work, f"{outcome}-{digest}")
+        with open(base + ".onnx", "wb") as f:
+            f.write(data)
+        with open(base + ".txt", "w") as f:
+            f.write(detail)
+        self.sites.setdefault(f"{outcome} {_site(detail)}", base + ".onnx")
+
+    def _write_stats(self) -> None:
+        stats = {"executions": self.executions, "outcomes": dict(self.outcomes),
+                 "findings": self.sites}  # fmt: skip
+        path = os.path.join(self.work, "stats.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(stats, f, indent=1)
+        os.replace(path + ".tmp", path)
+
+
+def _alarm(signum, frame):
+    raise _Timeout
+
+
+def _site(detail: str) -> str:
+    """The innermost smelt frame of a traceback, and the exception's type."""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', detail)
+    inside = [(f, n) for f, n in frames if f"{os.sep}smelt{os.sep}" in f]
+    where = (inside or frames or [("?", "0")])[-1]
+    lines = [line for line in detail.strip().splitlines() if line.strip()]
+    kind = lines[-1].split(":")[0] if lines else "?"
+    return f"{os.path.relpath(where[0], ROOT)}:{where[1]} {kind}"
+
+
+def _feeds(compiled) -> dict | None:
+    """Seeded inputs for the compiled model's inputs (integers in [0, 3), so
+    that they index the seeds' data), or None when they would be large."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for spec in compiled.inputs:
+        if int(np.prod(spec.shape, dtype=np.int64)) > 1 << 20:
+            return None
+        if spec.dtype.kind == "f":
+            feeds[spec.name] = rng.standard_normal(spec.shape).astype(spec.dtype)
+        elif spec.dtype.kind == "b":
+            feeds[spec.name] = rng.random(spec.shape) < 0.5
+        else:
+            feeds[spec.name] = rng.integers(0, 3, spec.shape).astype(spec.dtype)
+    return feeds
+
+
+def _onnxruntime(data: bytes, feeds: dict):
+    from run_fuzz import _ort
+
+    return _ort(data, feeds)
+
+
+def mutate(data: bytes, max_size: int, seed: int) -> bytes:
+    """libFuzzer's byte mutation, or (half of the time, when `data` parses) a
+    structural edit of the model from mutate.py."""
+    import atheris
+    import numpy as np
+    import onnx
+
+    rng = np.random.default_rng(seed)
+    if rng.random() < 0.5:
+        try:
+            model = onnx.ModelProto.FromString(data)
+            from mutate import STRUCTURE, _pick
+
+            STRUCTURE[_pick(rng, sorted(STRUCTURE))](model, rng)
+            out = model.SerializeToString()
+            if 0 < len(out) <= max_size:
+                return out
+        except Exception:  # noqa: BLE001 (bytes that do not parse: mutate bytes)
+            pass
+    return atheris.Mutate(data, max_size)
+
+
+def write_seeds(corpus: str) -> int:
+    """The seed models as files of `corpus` (kept when there already)."""
+    from seeds import seeds
+
+    os.makedirs(corpus, exist_ok=True)
+    for seed in seeds():
+        path = os.path.join(corpus, f"seed-{seed.name}.onnx")
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(seed.model.SerializeToString())
+    return len(seeds())
+
+
+def import_smelt() -> int:
+    """Imports every module of smelt but the GPU target's (which the cpu path
+    never reaches), so that instrumentation sees the modules that the compile
+    path imports lazily; returns how many."""
+    import importlib
+    import pkgutil
+
+    import smelt
+
+    names = [
+        m.name for m in pkgutil.walk_packages(smelt.__path__, "smelt.")
+        if ".triton" not in m.name
+    ]  # fmt: skip
+    for name in names:
+        importlib.import_module(name)
+    return len(names)
+
+
+def fuzz_here(work: str, libfuzzer_args: list[str], input_timeout: float) -> None:
+    """Fuzzes in this process until libFuzzer stops (it exits the process)."""
+    import atheris
+
+    limit = ADDRESS_SPACE_GB << 30
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    corpus = os.path.join(work, "corpus")
+    write_seeds(corpus)
+    with atheris.instrument_imports(include=["smelt"]):
+        import_smelt()
+    harness = Harness(work, input_timeout)
+    argv = [sys.argv[0], corpus, f"-artifact_prefix={work}{os.sep}",
+            "-max_len=65536", "-rss_limit_mb=6144", "-print_final_stats=1",
+            f"-timeout={int(input_timeout * 3)}", *libfuzzer_args]  # fmt: skip
+    atheris.Setup(argv, harness, custom_mutator=mutate)
+    atheris.Fuzz()
+
+
+@dataclass
+class Summary:
+    """What one fuzzing session did."""
+
+    seconds: float
+    executions: int  # libFuzzer's count (the harness's when libFuzzer said none)
+    edges: int  # libFuzzer's "cov": edges of smelt's code reached
+    features: int  # libFuzzer's "ft"
+    corpus: int  # inputs kept for new coverage
+    outcomes: dict[str, int]
+    findings: dict[str, str]  # "finding-KIND site" → a saved input
+    returncode: int
+    log_tail: str
+
+    def format(self) -> str:
+        lines = [
+            f"{self.executions} executions in {self.seconds:.0f} s; coverage: "
+            f"{self.edges} edges, {self.features} features; corpus {self.corpus}",
+            "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
+            f"findings: {len(self.findings)}",
+            *[f"  {key}: {path}" for key, path in sorted(self.findings.items())],
+        ]
+        return "\n".join(lines)
+
+
+def run(
+    seconds: float = 600,
+    runs: int = 0,
+    work: str | None = None,
+    input_timeout: float = INPUT_TIMEOUT,
+    nice: int = 10,
+    extra: tuple[str, ...] = (),
+) -> Summary:
+    """Fuzzes in a child process for `seconds` (or `runs` executions) and returns
+    its numbers; `work` keeps the corpus, findings and logs (default: a new
+    temporary folder)."""
+    work = work or tempfile.mkdtemp(prefix="smelt-atheris-")
+    os.makedirs(work, exist_ok=True)
+    args = [f"-max_total_time={int(seconds)}"] + ([f"-runs={runs}"] if runs else [])
+    command = [sys.executable, __file__, "--child", "--work", work,
+               "--input-timeout", str(input_timeout), "--", *args, *extra]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
+    t0 = time.time()
+    with open(os.path.join(work, "libfuzzer.log"), "w") as log:
+        proc = subprocess.run(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,
+        )  # fmt: skip
+    seconds = time.time() - t0
+    with open(os.path.join(work, "libfuzzer.log"), errors="replace") as f:
+        text = f.read()
+    stats = {}
+    if os.path.exists(os.path.join(work, "stats.json")):
+        with open(os.path.join(work, "stats.json")) as f:
+            stats = json.load(f)
+    status = re.findall(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)", text)
+    final = re.search(r"stat::number_of_executed_units: (\d+)", text)
+    executions = int(final[1]) if final else stats.get("executions", 0)
+    edges, features, corpus = (int(x) for x in status[-1][1:]) if status else (0, 0, 0)
+    findings = dict(stats.get("findings", {}))
+    for crash in re.findall(r"Test unit written to (\S+)", text):
+        findings[f"libfuzzer {os.path.basename(crash)}"] = crash
+    return Summary(seconds, executions, edges, features, corpus,
+                   stats.get("outcomes", {}), findings, proc.returncode,
+                   text[-4000:])  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--runs", type=int, default=0, help="stop after N inputs")
+    parser.add_argument("--work", help="corpus, findings and logs (default: a "
+                        "temporary folder)")
+    parser.add_argument("--input-timeout", type=float, default=INPUT_TIMEOUT)
+    parser.add_argument("--replay", nargs="+", metavar="FILE",
+                        help="run these inputs once each and print their outcome")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("libfuzzer", nargs="*", help="flags for libFuzzer "
+                        "(after --), e.g. -jobs=2 -dict=…")
+    args = parser.parse_args(argv)
+    if args.replay:
+        harness = Harness(tempfile.mkdtemp(prefix="smelt-replay-"), args.input_timeout)
+        for path in args.replay:
+            with open(path, "rb") as f:
+                outcome, detail = harness.check(f.read())
+            print(f"{path}: {outcome}\n{detail}")
+        return 0
+    if args.child:
+        fuzz_here(args.work, args.libfuzzer, args.input_timeout)
+        return 0
+    summary = run(args.seconds, args.runs, args.work, args.input_timeout,
+                  extra=tuple(args.libfuzzer))  # fmt: skip
+    print(summary.format())
+    return 1 if summary.findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
