@@ -10,6 +10,7 @@ constants is evaluated at import with the reference executor.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,7 +33,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes, locations
 from smelt.dialects import graph as g
-from smelt.errors import SmeltError, UnsupportedModel
+from smelt.errors import ResourceLimit, SmeltError, UnsupportedModel
 from smelt.frontend import onnx_functions
 from smelt.frontend.onnx_constants import fix_inputs
 from smelt.frontend.onnx_load import (
@@ -44,6 +45,7 @@ from smelt.frontend.onnx_load import (
 from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, full_check, validate
 from smelt.frontend.onnx_validate import label as node_label
 from smelt.runtime import reference
+from smelt.targets.memory import describe_limit, gib, resolve_limit
 
 MAX_FUNCTION_DEPTH = 16  # nested function bodies; deeper is a recursive definition
 
@@ -99,7 +101,9 @@ def import_model(
     if constants:
         proto = fix_inputs(proto, constants, input_shapes or {})
     validate(proto)
-    module = _Importer(proto, dict(input_shapes or {}), data_dir).run()
+    module = _Importer(
+        proto, dict(input_shapes or {}), data_dir, memory_limit
+    ).run()
     if check_model:
         full_check(proto)
     return module
@@ -157,6 +161,14 @@ class NodeContext:
             )
         return v.array
 
+    def check_size(self, shape: Sequence[int], dtype: np.dtype) -> None:
+        """Refuses a constant of `shape` and `dtype` that the handler is about to
+        make when it would not fit the memory limit (ResourceLimit)."""
+        if any(d < 0 for d in shape):
+            raise SmeltError(f"{self.label}: its result would have shape {list(shape)}")
+        nbytes = np.dtype(dtype).itemsize * math.prod(shape)
+        self.importer.check_bytes(nbytes, f"{list(shape)} {np.dtype(dtype).name}")
+
     def output_used(self, i: int) -> bool:
         return i < len(self.node.output) and self.node.output[i] in self.importer.used
 
@@ -207,9 +219,14 @@ _POISON = object()  # the value of a node that failed: its users are skipped
 
 class _Importer:
     def __init__(
-        self, model: onnx.ModelProto, input_shapes: dict, data_dir: str | None = None
+        self,
+        model: onnx.ModelProto,
+        input_shapes: dict,
+        data_dir: str | None = None,
+        memory_limit: int = 0,
     ) -> None:
         self.graph = model.graph
+        self.memory_limit = memory_limit  # 0: the machine's memory
         self.data_dir = data_dir  # where external tensors are read from
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.expansions = 0  # function calls expanded so far: unique value names
@@ -253,12 +270,34 @@ class _Importer:
         if cls.FOLDABLE and all(isinstance(v, Const) for v in operands):
             scratch = Block(arg_types=[v.type for v in operands])
             op = cls.build(scratch.args, result_types, **attrs)
+            self._check_fold(op)
             arrays = reference.evaluate(op, [v.array for v in operands])
             return [Const(a) for a in arrays]
         op = cls.build([self.materialize(v) for v in operands], result_types, **attrs)
         op.location = self.location
         self.block.add_op(op)
         return list(op.results)
+
+    def _check_fold(self, op: g.GraphOp) -> None:
+        """Refuses to fold `op` at import when its results alone would take more
+        than the memory limit."""
+        types = [r.type for r in op.results if isinstance(r.type, TensorType)]
+        nbytes = sum(
+            dtypes.byte_size(t.element_type) * math.prod(t.get_shape()) for t in types
+        )
+        self.check_bytes(nbytes, ", ".join(str(t) for t in types[:2]))
+
+    def check_bytes(self, nbytes: int, what: str) -> None:
+        """ResourceLimit when a constant of `nbytes` (`what`), made at import,
+        would take more than the memory limit (a ConstantOfShape of 40 GB was
+        built before)."""
+        limit = resolve_limit(self.memory_limit)
+        if limit and nbytes > limit:
+            raise ResourceLimit(
+                f"its result ({what}) is computed at import from constants and "
+                f"would take {gib(nbytes)}, more than "
+                f"{describe_limit(self.memory_limit)}"
+            )
 
     def materialize(self, v: Value) -> SSAValue:
         if not isinstance(v, Const):
@@ -379,6 +418,8 @@ class _Importer:
                 return  # the body's nodes define the outputs
         except Unsupported as e:
             self.unsupported.append(_labelled(label, e))
+        except ResourceLimit as e:  # nothing after it matters: stop at once
+            raise ResourceLimit(_labelled(label, e)) from None
         except SmeltError as e:
             self.errors.append(_labelled(label, e))
         except VerifyException as e:

@@ -304,6 +304,7 @@ def _constant_of_shape(ctx: NodeContext) -> list[Value]:
     fill = _tensor_value(ctx, value).reshape(-1) if value is not None else None
     if fill is None:
         fill = np.zeros(1, np.float32)
+    ctx.check_size(shape, fill.dtype)
     # Repeating the bytes of one element is the fastest way to a big filled
     # buffer, and graph.constant then keeps those very bytes.
     data = fill[:1].tobytes() * math.prod(shape)

@@ -180,3 +180,28 @@ def test_the_cli_takes_a_memory_limit(tmp_path, capsys, command):
         cli.main([command, path, "--memory-limit", "lots"])
     assert exit_info.value.code == 2
     assert "bad memory size 'lots'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("op", ["ConstantOfShape", "Expand"])
+def test_a_constant_too_large_for_the_limit_is_not_built_at_import(op):
+    """A 40 GB constant folded at import used to be allocated (and filled)
+    before any check: now its node is named and nothing is built."""
+    shape = numpy_helper.from_array(np.array([100_000, 100_000], np.int64), "s")
+    one = numpy_helper.from_array(np.ones(1, np.float32), "one")
+    if op == "ConstantOfShape":
+        make = helper.make_node(op, ["s"], ["c"], value=one)
+    else:
+        make = helper.make_node(op, ["one", "s"], ["c"])
+    nodes = [make, helper.make_node("ReduceSum", ["c"], ["r"], keepdims=0),
+             helper.make_node("Add", ["x", "r"], ["y"])]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "big_constant",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [shape] + ([one] if op == "Expand" else []),
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ResourceLimit, match=rf"{op}#0: its result .*100000(, |x)100000"
+                       r".* would take 37.3 GiB, more than the memory limit of "
+                       r"1.0 GiB"):  # fmt: skip
+        smelt.compile(model, "cpu", memory_limit="1G")
