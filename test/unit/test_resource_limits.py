@@ -205,3 +205,30 @@ def test_a_constant_too_large_for_the_limit_is_not_built_at_import(op):
                        r".* would take 37.3 GiB, more than the memory limit of "
                        r"1.0 GiB"):  # fmt: skip
         smelt.compile(model, "cpu", memory_limit="1G")
+
+
+def range_model(limit: float) -> onnx.ModelProto:
+    inits = [
+        numpy_helper.from_array(np.array(v, np.float32), n)
+        for n, v in (("start", 0.0), ("limit", limit), ("delta", 1.0))
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("Range", ["start", "limit", "delta"], ["y"])], "range", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_range_too_long_for_the_limit_is_not_built_at_import():
+    with pytest.raises(ResourceLimit, match=r"Range#0: its result \(\[999999995904\] "
+                       r"float32\) .* 3725.3 GiB, more than the memory limit"):
+        smelt.compile(range_model(1e12), "cpu", memory_limit="1G")
+    np.testing.assert_array_equal(
+        smelt.compile(range_model(5.0), "cpu").run({})["y"], np.arange(5.0)
+    )
+
+
+@pytest.mark.parametrize("limit", [np.inf, np.nan])
+def test_a_range_of_no_finite_length_is_one_clear_error(limit):
+    with pytest.raises(SmeltError, match="Range#0: .* give no finite length"):
+        smelt.compile(range_model(limit), "cpu")
