@@ -368,7 +368,7 @@ class _Importer:
                         f"input_shapes gives {what} dim {i} = {given[i]}, "
                         f"the model fixes it to {d.dim_value}"
                     )
-            return g.tensor(elem, given)
+            return self._checked(f"input_shapes gives {what}", given, elem)
         if dims is None:
             self.dynamic.append(f"{what}: its rank is unknown")
             return None
@@ -378,13 +378,32 @@ class _Importer:
                 self.errors.append(f"{what} dim {i} is {d.dim_value}: dims are >= 0")
                 ok = False
                 continue
-            elif d.HasField("dim_value"):
+            if d.HasField("dim_value"):
                 shape.append(d.dim_value)
                 continue
             symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
             self.dynamic.append(f"{what} dim {i} is {symbol}")
             ok = False
-        return g.tensor(elem, shape) if ok else None
+        return self._checked(what, shape, elem) if ok else None
+
+    def _checked(
+        self, what: str, shape: list[int], elem: Attribute
+    ) -> TensorType | None:
+        """The type of a graph input of `shape`, or None (and an error) when a dim
+        is negative or the shape's byte strides overflow 64-bit offsets (an empty
+        tensor of 0 x 2**62 too: numpy cannot even make one)."""
+        for i, d in enumerate(shape):
+            if d < 0:
+                self.errors.append(f"{what} dim {i} = {d}: dims are >= 0")
+                return None
+        strides = dtypes.byte_size(elem) * math.prod(d for d in shape if d)
+        if strides >= 1 << 63:
+            self.errors.append(
+                f"{what} shape {list(shape)}: its size in bytes overflows 64-bit "
+                "offsets; use smaller dims"
+            )
+            return None
+        return g.tensor(elem, shape)
 
     def _node(
         self,

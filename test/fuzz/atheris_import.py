@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import resource
@@ -35,6 +36,10 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, defs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -73,8 +78,10 @@ class Harness:
         finding-crash / finding-hang / finding-wrong-answer."""
         import smelt
 
-        signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.input_timeout)
+        # CPU seconds (SIGVTALRM): SIGALRM is libFuzzer's -timeout, which also
+        # ends a hang inside native code, where a Python handler never runs
+        signal.signal(signal.SIGVTALRM, _alarm)
+        signal.setitimer(signal.ITIMER_VIRTUAL, self.input_timeout)
         try:
             compiled = smelt.compile(data, "cpu", memory_limit=MEMORY_LIMIT)
             feeds = _feeds(compiled)
@@ -85,13 +92,13 @@ class Harness:
         except smelt.SmeltError:
             return "refused", ""
         except _Timeout:
-            return "finding-hang", f"more than {self.input_timeout:g} s\n" + (
+            return "finding-hang", f"more than {self.input_timeout:g} CPU s\n" + (
                 traceback.format_exc()
             )
         except Exception:  # noqa: BLE001 (the point: anything else is a finding)
             return "finding-crash", traceback.format_exc()
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         if status != "ok":
             return "accepted-invalid", want
         from run_fuzz import _differs
@@ -134,13 +141,12 @@ def _site(detail: str) -> str:
 def _feeds(compiled) -> dict | None:
     """Seeded inputs for the compiled model's inputs (integers in [0, 3), so
     that they index the seeds' data), or None when they would be large."""
-    import numpy as np
-
     rng = np.random.default_rng(0)
     feeds = {}
     for spec in compiled.inputs:
-        if int(np.prod(spec.shape, dtype=np.int64)) > 1 << 20:
-            return None
+        nonzero = math.prod(d for d in spec.shape if d)
+        if math.prod(spec.shape) > 1 << 20 or nonzero > 1 << 40:
+            return None  # large, or (0, 2**62), which numpy cannot make
         if spec.dtype.kind == "f":
             feeds[spec.name] = rng.standard_normal(spec.shape).astype(spec.dtype)
         elif spec.dtype.kind == "b":
@@ -157,11 +163,11 @@ def _onnxruntime(data: bytes, feeds: dict):
 
 
 def mutate(data: bytes, max_size: int, seed: int) -> bytes:
-    """libFuzzer's byte mutation, or (half of the time, when `data` parses) a
-    structural edit of the model from mutate.py."""
+    """libFuzzer's byte mutation, or (when `data` parses, half of the time) an
+    edit of the model: one of mutate.py's STRUCTURE mutations (mostly invalid
+    models) or one that tends to keep it valid (`MILD`: another op in a node's
+    place, an attribute nudged), so that coverage reaches more handlers."""
     import atheris
-    import numpy as np
-    import onnx
 
     rng = np.random.default_rng(seed)
     if rng.random() < 0.5:
@@ -169,13 +175,82 @@ def mutate(data: bytes, max_size: int, seed: int) -> bytes:
             model = onnx.ModelProto.FromString(data)
             from mutate import STRUCTURE, _pick
 
-            STRUCTURE[_pick(rng, sorted(STRUCTURE))](model, rng)
+            table = MILD if rng.random() < 0.5 else STRUCTURE
+            table[_pick(rng, sorted(table))](model, rng)
             out = model.SerializeToString()
             if 0 < len(out) <= max_size:
                 return out
         except Exception:  # noqa: BLE001 (bytes that do not parse: mutate bytes)
             pass
     return atheris.Mutate(data, max_size)
+
+
+def swap_op(model, rng) -> None:
+    """A node becomes another op of the default domain that takes as many
+    inputs and outputs; attributes the new op lacks go, graph outputs lose
+    their declared types (inferred again), so the model often stays valid."""
+    from mutate import _node, _pick
+
+    _, node = _node(model, rng)
+    if node is None:
+        return
+    opset = next((o.version for o in model.opset_import if o.domain == ""), 17)
+    fits = [
+        schema for schema in _schemas(opset)
+        if schema.min_input <= len(node.input) <= schema.max_input
+        and schema.min_output <= len(node.output) <= schema.max_output
+    ]  # fmt: skip
+    schema = _pick(rng, fits)
+    if schema is None:
+        return
+    node.op_type = schema.name
+    keep = [a for a in node.attribute if a.name in schema.attributes]
+    del node.attribute[:]
+    node.attribute.extend(keep)
+    for output in model.graph.output:
+        output.ClearField("type")
+    del model.graph.value_info[:]
+
+
+def _schemas(opset: int) -> list:
+    key = ("schemas", opset)
+    if key not in _CACHE:
+        names = {s.name for s in defs.get_all_schemas() if s.domain == ""}
+        found = []
+        for name in sorted(names):
+            try:
+                schema = defs.get_schema(name, opset, "")
+            except Exception:  # noqa: BLE001 (not defined at this opset)
+                continue
+            if not schema.deprecated:
+                found.append(schema)
+        _CACHE[key] = found
+    return _CACHE[key]
+
+
+_CACHE: dict = {}
+
+
+def nudge_attribute(model, rng) -> None:
+    """An int attribute ±1 (or an element of an ints one), a float one scaled."""
+    from mutate import _pick
+
+    pair = _pick(rng, [(n, a) for n in model.graph.node for a in n.attribute])
+    if pair is None:
+        return
+    _, attr = pair
+    step = int(_pick(rng, [-1, 1]))
+    if attr.type == AttributeProto.INT:
+        attr.i += step
+    elif attr.type == AttributeProto.INTS and attr.ints:
+        attr.ints[int(rng.integers(len(attr.ints)))] += step
+    elif attr.type == AttributeProto.FLOAT:
+        attr.f *= float(_pick(rng, [0.5, 2.0, -1.0]))
+    for output in model.graph.output:
+        output.ClearField("type")
+
+
+MILD = {"swap_op": swap_op, "nudge_attribute": nudge_attribute}
 
 
 def write_seeds(corpus: str) -> int:
@@ -246,7 +321,8 @@ class Summary:
         lines = [
             f"{self.executions} executions in {self.seconds:.0f} s; coverage: "
             f"{self.edges} edges, {self.features} features; corpus {self.corpus}",
-            "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
+            "outcomes: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
             f"findings: {len(self.findings)}",
             *[f"  {key}: {path}" for key, path in sorted(self.findings.items())],
         ]

@@ -17,7 +17,7 @@ from smelt.lowering.llvm.plan import machine_memory
 from smelt.targets.memory import parse_size
 
 
-@pytest.mark.parametrize("shape", [[1 << 20, 1 << 15], [1 << 33, 1 << 33]])
+@pytest.mark.parametrize("shape", [[1 << 20, 1 << 15], [1 << 30, 1 << 30]])
 def test_a_model_larger_than_the_machine_is_refused(shape):
     if not machine_memory():
         pytest.skip("the OS does not report the machine's memory")
@@ -232,3 +232,21 @@ def test_a_range_too_long_for_the_limit_is_not_built_at_import():
 def test_a_range_of_no_finite_length_is_one_clear_error(limit):
     with pytest.raises(SmeltError, match="Range#0: .* give no finite length"):
         smelt.compile(range_model(limit), "cpu")
+
+
+@pytest.mark.parametrize(
+    "shape", [[0, 1 << 62], [1, 0, 1 << 62, 1], [1 << 61, 3], [1 << 33, 1 << 33]]
+)
+def test_input_shapes_whose_bytes_overflow_64_bits_are_refused(shape):
+    """An empty input of 0 x 2**62 compiled (0 bytes) although no array of that
+    shape can exist (numpy refuses to make one) and its strides overflow."""
+    with pytest.raises(SmeltError, match=r"input 'x' shape \[.*\]: its size in "
+                       r"bytes overflows 64-bit offsets"):  # fmt: skip
+        smelt.compile(relu_model(shape), "cpu")
+
+
+def test_negative_input_shapes_are_refused_naming_the_input():
+    model = relu_model(["n", 3])
+    with pytest.raises(SmeltError, match=r"input_shapes gives input 'x' dim 0 = -1: "
+                       r"dims are >= 0"):  # fmt: skip
+        smelt.compile(model, "cpu", input_shapes={"x": (-1, 3)})
