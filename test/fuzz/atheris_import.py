@@ -74,8 +74,9 @@ class Harness:
             self._write_stats()
 
     def check(self, data: bytes) -> tuple[str, str]:
-        """(outcome, detail): refused / ok / accepted-invalid / skipped-run or
-        finding-crash / finding-hang / finding-wrong-answer."""
+        """(outcome, detail): refused / ok / accepted-invalid / skipped-run /
+        matches-reference / oracles-differ (see `judge`) or finding-crash /
+        finding-hang / finding-wrong-answer."""
         import smelt
 
         # CPU seconds (SIGVTALRM): SIGALRM is libFuzzer's -timeout, which also
@@ -101,10 +102,7 @@ class Harness:
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         if status != "ok":
             return "accepted-invalid", want
-        from run_fuzz import _differs
-
-        diff = _differs(got, want)
-        return ("finding-wrong-answer", diff) if diff else ("ok", "")
+        return judge(data, feeds, got, want)
 
     def _save(self, data: bytes, outcome: str, detail: str) -> None:
         digest = hashlib.sha1(data).hexdigest()[:12]
@@ -122,6 +120,48 @@ class Harness:
         with open(path + ".tmp", "w") as f:
             json.dump(stats, f, indent=1)
         os.replace(path + ".tmp", path)
+
+
+def judge(data: bytes, feeds: dict, got: dict, want: dict) -> tuple[str, str]:
+    """smelt's outputs `got` against onnxruntime's `want`: ok, or (when they
+    differ) a second opinion from onnx's reference implementation: smelt agrees
+    with it ("matches-reference": the runtimes read the spec differently, as
+    onnxruntime's pool output size where the window does not fit), or the two
+    oracles disagree with each other too ("oracles-differ": NaN handling that
+    ONNX leaves open, or an output so ill-conditioned, sin of 1e5, that
+    rounding decides it; also when the reference fails and the outputs differ
+    only where a value is NaN or infinite), else a wrong answer."""
+    from run_fuzz import _differs
+
+    diff = _differs(got, want)
+    if not diff:
+        return "ok", ""
+    ref = _reference(data, feeds)
+    if isinstance(ref, str):
+        if _differs(got, want, nonfinite=True).startswith("nonfinite:"):
+            return "oracles-differ", f"{diff}; only where a value is NaN / inf"
+        return "finding-wrong-answer", f"{diff} (onnx's reference failed: {ref})"
+    if not _differs(got, ref):
+        return "matches-reference", diff
+    if _differs(want, ref):
+        return "oracles-differ", diff
+    return "finding-wrong-answer", f"{diff}; vs onnx's reference: {_differs(got, ref)}"
+
+
+def _reference(data: bytes, feeds: dict) -> dict | str:
+    """The outputs of onnx's reference implementation, or why it failed."""
+    import warnings
+
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        model = onnx.load_model_from_string(data)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            values = ReferenceEvaluator(model).run(None, feeds)
+        return dict(zip([o.name for o in model.graph.output], values))
+    except Exception as e:  # noqa: BLE001 (the reference's failure is a note)
+        return f"{type(e).__name__}: {str(e)[:200]}"
 
 
 def _alarm(signum, frame):

@@ -64,3 +64,29 @@ def test_coverage_guided_fuzzing_finds_nothing(tmp_path):
     assert not summary.findings, summary.format()
     assert summary.executions >= 300, summary.format()
     assert summary.edges > 0 and summary.outcomes.get("ok", 0) > 0, summary.format()
+
+
+def test_the_atheris_harness_judges_without_atheris():
+    """The harness's verdicts (they need no atheris): a seed compiles and
+    matches onnxruntime, garbage is refused, and a model whose oracles
+    disagree (NaN from Log, then MaxPool, which ONNX leaves open) is no
+    finding."""
+    from onnx import TensorProto, helper
+    from seeds import seeds
+
+    from atheris_import import Harness
+
+    harness = Harness(work="")
+    seed = seeds(False)[0].model.SerializeToString()
+    assert harness.check(seed)[0] == "ok"
+    assert harness.check(b"\x08\x07garbage")[0] == "refused"
+    nodes = [helper.make_node("Log", ["x"], ["l"]),
+             helper.make_node("MaxPool", ["l"], ["y"], kernel_shape=[2, 2])]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "nan_pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 5, 5])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    outcome, detail = harness.check(model.SerializeToString())
+    assert outcome in ("ok", "matches-reference", "oracles-differ"), detail
