@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections import Counter, defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -125,7 +126,8 @@ def _differs(got: dict, want: dict, nonfinite: bool = False) -> str:
             # skips NaN, numpy and torch propagate it), or a window of -inf only
             # (onnxruntime answers -FLT_MAX)
             return f"nonfinite: '{name}' differs only where a value is NaN or ±inf"
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # all NaN: nanmax says so
             err = np.nanmax(np.abs(a64 - b64)[~close])
         return f"'{name}': max abs error {err:.3g}"
     return ""
