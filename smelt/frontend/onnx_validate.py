@@ -13,7 +13,7 @@ the last of two definitions, ignoring an attribute, or failing deep in a pass).
 * inputs that the schema binds to one type parameter have one element type, where
   the types are known (graph inputs, initializers, value_info);
 * windows (Conv, pools): pads not negative, strides, dilations and kernel sizes
-  positive.
+  positive; a pool's pads smaller than its kernel.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ WINDOW_OPS = {
     "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "ConvInteger",
     "QLinearConv", "MaxUnpool",
 }  # fmt: skip
+
+
+POOL_OPS = {"MaxPool", "AveragePool", "LpPool"}  # pads < kernel (onnxruntime's rule)
 
 
 def label(node: onnx.NodeProto, index: int) -> str:
@@ -353,6 +356,13 @@ def _window(node: onnx.NodeProto) -> list[str]:
     for key in ("strides", "dilations", "kernel_shape"):
         if any(v <= 0 for v in attrs.get(key, [])):
             problems.append(f"{key} {attrs[key]} must be positive")
+    kernel, pads = attrs.get("kernel_shape", []), attrs.get("pads", [])
+    if node.op_type in POOL_OPS and kernel and len(pads) == 2 * len(kernel):
+        if any(p >= kernel[i % len(kernel)] for i, p in enumerate(pads)):
+            # a window wholly in the padding has no value to pool
+            problems.append(
+                f"pads {pads} must be smaller than kernel_shape {kernel}"
+            )
     return problems
 
 
