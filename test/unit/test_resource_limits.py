@@ -250,3 +250,27 @@ def test_negative_input_shapes_are_refused_naming_the_input():
     with pytest.raises(SmeltError, match=r"input_shapes gives input 'x' dim 0 = -1: "
                        r"dims are >= 0"):  # fmt: skip
         smelt.compile(model, "cpu", input_shapes={"x": (-1, 3)})
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_a_pool_of_windows_that_are_mostly_padding_is_refused(op):
+    """A 2 x 2**40 window (pads just below the kernel, as onnxruntime allows)
+    over a 4 x 4 input looped for hours (atheris found the MaxPool); now it is
+    refused, and a kernel of a million still runs."""
+    def pool(k: int) -> onnx.ModelProto:
+        node = helper.make_node(op, ["x"], ["y"], kernel_shape=[2, k],
+                                pads=[0, k - 1, 0, k - 1], strides=[1, k])  # fmt: skip
+        graph = helper.make_graph(
+            [node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                           [1, 1, 4, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        )  # fmt: skip
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    with pytest.raises(smelt.UnsupportedModel, match=rf"ONNX node '{op}#0'.* "
+                       r"visits 1.32e\+13 window positions for an input of 16 "
+                       r"elements: its windows are mostly padding"):  # fmt: skip
+        smelt.compile(pool(1 << 40), "cpu")
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    y = smelt.compile(pool(1 << 20), "cpu").run({"x": x})["y"]
+    assert y.shape == (1, 1, 3, 2)
