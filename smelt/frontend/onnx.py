@@ -434,6 +434,7 @@ class _Importer:
                 self.used |= onnx_functions.references(body.nodes)
                 for i, inner in enumerate(body.nodes):
                     self._node(i, inner, handlers, body.opset, depth + 1)
+                self._inferred_shapes(node, label, inputs, opset)
                 return  # the body's nodes define the outputs
         except Unsupported as e:
             self.unsupported.append(_labelled(label, e))
@@ -448,6 +449,47 @@ class _Importer:
         for name, v in zip(node.output, outputs):
             if name:
                 self.values[name] = v
+
+    def _inferred_shapes(
+        self, node: onnx.NodeProto, label: str, inputs: list, opset: int
+    ) -> None:
+        """Holds the outputs of an expanded onnx function body to the shapes
+        onnx's own inference gives the node: a body may broadcast where the op
+        does not (Celu's float[1] alpha made a scalar input's result [1]), so a
+        result of as many elements is reshaped, another one refused."""
+        if node.domain not in DEFAULT_DOMAINS or (node.domain, node.op_type) in (
+            self.functions
+        ):
+            return
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+            types = {
+                name: _type_proto(v)
+                for name, v in zip(node.input, inputs)
+                if name and v is not None
+            }
+            inferred = onnx.shape_inference.infer_node_outputs(schema, node, types)
+        except Exception:  # noqa: BLE001 (no inference: keep the body's shapes)
+            return
+        for name in node.output:
+            v, want = self.values.get(name), inferred.get(name)
+            if v is None or v is _POISON or want is None:
+                continue
+            dims = want.tensor_type.shape.dim
+            if not want.tensor_type.HasField("shape") or not all(
+                d.HasField("dim_value") for d in dims
+            ):
+                continue
+            shape = tuple(d.dim_value for d in dims)
+            if shape_of(v) == shape:
+                continue
+            if math.prod(shape_of(v)) != math.prod(shape):
+                raise SmeltError(
+                    f"{label}: onnx's function body gives output '{name}' shape "
+                    f"{list(shape_of(v))}, its shape inference {list(shape)}"
+                )
+            result = g.tensor(element_type_of(v), shape)
+            self.values[name] = self.emit(g.ReshapeOp, [v], [result])[0]
 
     def inline(
         self,

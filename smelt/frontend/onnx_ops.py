@@ -99,6 +99,17 @@ def _variadic(ctx: NodeContext) -> list[Value]:
     return [functools.reduce(lambda a, b: ctx.emit(cls, [a, b])[0], values)]
 
 
+@handles("Softplus")
+def _softplus(ctx: NodeContext) -> list[Value]:
+    """ln(1 + e^x) as relu(x) + ln(1 + e^-|x|): onnx's function body, ln(e^x + 1),
+    overflows to inf from x = 89 in f32, where the answer is x."""
+    x = ctx.inputs[0]
+    one = Const(np.array(1, numpy_type_of(x)))
+    tail = ctx.emit(g.ExpOp, ctx.emit(g.NegOp, ctx.emit(g.AbsOp, [x])))
+    log = ctx.emit(g.LogOp, ctx.emit(g.AddOp, [tail[0], one]))
+    return ctx.emit(g.AddOp, [ctx.emit(g.ReluOp, [x])[0], log[0]])
+
+
 @handles("Mean")
 def _mean(ctx: NodeContext) -> list[Value]:
     values = [v for v in ctx.inputs if v is not None]

@@ -111,7 +111,8 @@ class Harness:
             f.write(data)
         with open(base + ".txt", "w") as f:
             f.write(detail)
-        self.sites.setdefault(f"{outcome} {_site(detail)}", base + ".onnx")
+        where = _site(detail) if "Traceback" in detail else _ops(data)
+        self.sites.setdefault(f"{outcome} {where}", base + ".onnx")
 
     def _write_stats(self) -> None:
         stats = {"executions": self.executions, "outcomes": dict(self.outcomes),
@@ -176,6 +177,15 @@ def _site(detail: str) -> str:
     lines = [line for line in detail.strip().splitlines() if line.strip()]
     kind = lines[-1].split(":")[0] if lines else "?"
     return f"{os.path.relpath(where[0], ROOT)}:{where[1]} {kind}"
+
+
+def _ops(data: bytes) -> str:
+    """The op types of a model, for telling findings apart."""
+    try:
+        nodes = onnx.load_model_from_string(data).graph.node
+    except Exception:  # noqa: BLE001
+        return "?"
+    return "+".join(n.op_type for n in nodes)
 
 
 def _feeds(compiled) -> dict | None:
