@@ -5,18 +5,24 @@
     python test/fuzz/atheris_import.py --replay DIR/finding-….onnx
 
 libFuzzer mutates model bytes, seeded with the small valid models of seeds.py;
-half of the mutations are structural instead (mutate.py's STRUCTURE edits of the
-parsed ModelProto), so coverage guides both. Only smelt's own modules are
-instrumented. Each input goes through `smelt.compile(bytes, "cpu")` (with a memory
-limit) and, when it compiles, one run on seeded inputs next to onnxruntime's.
+half of the mutations edit the parsed ModelProto instead: mutate.py's STRUCTURE
+(mostly invalid models) or `MILD` (another op in a node's place, an attribute
+nudged: mostly valid ones), so coverage guides all three. Only smelt's own
+modules are instrumented. Each input goes through `smelt.compile(bytes, "cpu")`
+(with a memory limit) and, when it compiles, one run on seeded inputs next to
+onnxruntime's (in a process of its own: onnxruntime crashes on some models).
 
 A SmeltError (refused) is fine, and so is a model that onnxruntime refuses but
-smelt runs (counted as accepted-invalid). A finding is any other exception, an
-input that takes longer than `--input-timeout` seconds, or an answer that differs
-from onnxruntime's when both accept: each is saved as DIR/finding-KIND-HASH.onnx
-with a .txt (the traceback) and fuzzing goes on. DIR/stats.json counts outcomes.
-`run()` starts a fuzzing process and returns its numbers: executions, coverage
-(libFuzzer's edges and features of smelt's code) and findings.
+smelt runs (accepted-invalid), or one that kills onnxruntime (ort-crash). A
+finding is any other exception, an input that takes more than `--input-timeout`
+CPU seconds (or libFuzzer's -timeout, 3x that, of wall time: it ends the
+session), a crash of the process, or an answer that differs from onnxruntime's
+and from onnx's reference implementation (`judge`): each is saved as
+DIR/finding-KIND-HASH.onnx with a .txt (the traceback or the difference), or
+by libFuzzer as DIR/crash-… / timeout-…, and fuzzing goes on where it can.
+DIR/stats.json counts outcomes. `run()` starts a fuzzing process and returns its
+numbers: executions, coverage (libFuzzer's edges and features of smelt's code)
+and findings.
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import re
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -75,8 +83,8 @@ class Harness:
 
     def check(self, data: bytes) -> tuple[str, str]:
         """(outcome, detail): refused / ok / accepted-invalid / skipped-run /
-        matches-reference / oracles-differ (see `judge`) or finding-crash /
-        finding-hang / finding-wrong-answer."""
+        ort-crash (onnxruntime died) / matches-reference / oracles-differ (see
+        `judge`) or finding-crash / finding-hang / finding-wrong-answer."""
         import smelt
 
         # CPU seconds (SIGVTALRM): SIGALRM is libFuzzer's -timeout, which also
@@ -100,6 +108,8 @@ class Harness:
             return "finding-crash", traceback.format_exc()
         finally:
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        if status == "ort-crash":
+            return "ort-crash", str(want)
         if status != "ok":
             return "accepted-invalid", want
         return judge(data, feeds, got, want)
@@ -206,10 +216,53 @@ def _feeds(compiled) -> dict | None:
     return feeds
 
 
-def _onnxruntime(data: bytes, feeds: dict):
+class OnnxRuntime:
+    """onnxruntime in a process of its own, so that its crashes (a
+    LayerNormalization with a scalar scale kills it while it loads the model)
+    cost only its verdict: ('ok', outputs) / ('model', why) / ('input', why) as
+    run_fuzz._ort says, or ('ort-crash', why)."""
+
+    def __init__(self, timeout: float = 60.0) -> None:
+        self.timeout = timeout
+        self.proc: subprocess.Popen | None = None
+
+    def __call__(self, data: bytes, feeds: dict) -> tuple[str, object]:
+        if self.proc is None or self.proc.poll() is not None:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, "--ort-server"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            )  # fmt: skip
+        proc = self.proc
+        try:
+            pickle.dump((data, feeds), proc.stdin)
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], self.timeout)
+            if not ready:
+                proc.kill()
+                raise EOFError(f"no answer in {self.timeout:g} s")
+            return pickle.load(proc.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError) as e:
+            code = proc.poll() if proc.poll() is not None else proc.wait()
+            self.proc = None
+            why = signal.Signals(-code).name if code and code < 0 else str(e)
+            return "ort-crash", f"onnxruntime died ({why})"
+
+
+def ort_server() -> None:
+    """The loop of OnnxRuntime's process: (model, feeds) in, verdicts out."""
     from run_fuzz import _ort
 
-    return _ort(data, feeds)
+    while True:
+        try:
+            data, feeds = pickle.load(sys.stdin.buffer)
+        except EOFError:
+            return
+        pickle.dump(_ort(data, feeds), sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+
+
+_onnxruntime = OnnxRuntime()
 
 
 def mutate(data: bytes, max_size: int, seed: int) -> bytes:
@@ -431,9 +484,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", nargs="+", metavar="FILE",
                         help="run these inputs once each and print their outcome")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--ort-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("libfuzzer", nargs="*", help="flags for libFuzzer "
                         "(after --), e.g. -jobs=2 -dict=…")
     args = parser.parse_args(argv)
+    if args.ort_server:
+        ort_server()
+        return 0
     if args.replay:
         harness = Harness(tempfile.mkdtemp(prefix="smelt-replay-"), args.input_timeout)
         for path in args.replay:

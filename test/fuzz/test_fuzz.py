@@ -80,8 +80,8 @@ def test_the_atheris_harness_judges_without_atheris():
     seed = seeds(False)[0].model.SerializeToString()
     assert harness.check(seed)[0] == "ok"
     assert harness.check(b"\x08\x07garbage")[0] == "refused"
-    nodes = [helper.make_node("Log", ["x"], ["l"]),
-             helper.make_node("MaxPool", ["l"], ["y"], kernel_shape=[2, 2])]  # fmt: skip
+    pool = helper.make_node("MaxPool", ["l"], ["y"], kernel_shape=[2, 2])
+    nodes = [helper.make_node("Log", ["x"], ["l"]), pool]
     graph = helper.make_graph(
         nodes, "nan_pool",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6, 6])],
