@@ -16,7 +16,9 @@ def add_compile_parser(sub) -> None:
         CONSTANT_HELP,
         CPU_HELP,
         DEFAULT_MODEL,
+        MEMORY_LIMIT_HELP,
         add_dump_arguments,
+        memory_size,
     )
 
     c = sub.add_parser("compile", help="compile a model (cpu) into an artifact that "
@@ -47,6 +49,8 @@ def add_compile_parser(sub) -> None:
                    "(default DIR ~/.cache/smelt)")
     c.add_argument("-q", "--quiet", action="store_true",
                    help="no progress line while compiling (none without a terminal)")
+    c.add_argument("--memory-limit", type=memory_size, default=0, metavar="SIZE",
+                   help=MEMORY_LIMIT_HELP)
     add_dump_arguments(c)
     c.set_defaults(func=cmd_compile)
 
@@ -72,7 +76,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
             threads=args.threads, cpu=args.cpu,
             check_model=not args.no_check_model, precision=args.precision,
             opt_level=args.opt_level, fast_math=args.fast_math, cache=args.cache,
-            dump=dump_options(args), progress=progress,
+            memory_limit=args.memory_limit, dump=dump_options(args), progress=progress,
             **({"pipeline": args.pipeline} if args.pipeline else {}),
         )  # fmt: skip
     seconds = time.perf_counter() - t0

@@ -136,6 +136,21 @@ def onnx_load(source: str | bytes, external_data: bool = True):
     return onnx.load(source, load_external_data=external_data)
 
 
+def memory_size(text: str) -> int:
+    """`--memory-limit`'s value: bytes from 8G, 512M, 1.5G, 4096 (binary units)."""
+    from smelt.targets.memory import parse_size
+
+    try:
+        return parse_size(text)
+    except SmeltError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+MEMORY_LIMIT_HELP = ("refuse a model whose arena, weights, inputs and outputs need "
+                     "more than SIZE (8G, 512M, …; binary units; default: this "
+                     "machine's memory)")
+
+
 def non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -238,7 +253,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             base_dir=os.path.dirname(os.path.abspath(path)),
             constants=constants,
             threads=args.threads, profile=args.profile, cpu=args.cpu,
-            check_model=not args.no_check_model,
+            check_model=not args.no_check_model, memory_limit=args.memory_limit,
             precision=args.precision, dump=dump_options(args), progress=progress,
             **({"pipeline": args.pipeline} if args.pipeline else {}),
         )
@@ -469,6 +484,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                      help="time every kernel over RUNS more runs (cpu)")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="no progress line while compiling (none without a terminal)")
+    run.add_argument("--memory-limit", type=memory_size, default=0, metavar="SIZE",
+                     help=MEMORY_LIMIT_HELP)
     add_dump_arguments(run)
     run.set_defaults(func=cmd_run)
     tgt = sub.add_parser("target", help="what smelt knows of a CPU (default: this one)")

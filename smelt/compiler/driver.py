@@ -22,6 +22,7 @@ from smelt.compiler.options import CompileOptions
 from smelt.dialects import dtypes
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
+from smelt.targets.memory import parse_size
 from smelt.universe import SMELT_UNIVERSE, make_context
 
 if TYPE_CHECKING:
@@ -41,8 +42,11 @@ def import_graph(
     base_dir: str | None = None,
     constants: dict | None = None,
     check_model: bool = True,
+    memory_limit: int = 0,
 ) -> ModuleOp:
-    """The graph-level module of `model` (a path, bytes, ModelProto or module)."""
+    """The graph-level module of `model` (a path, bytes, ModelProto or module);
+    ResourceLimit when its weights alone need more than `memory_limit` bytes (0:
+    the machine's memory)."""
     if isinstance(model, ModuleOp):
         if constants:
             raise SmeltError("constants= fixes ONNX inputs: give an ONNX model")
@@ -50,8 +54,9 @@ def import_graph(
     from smelt.frontend.onnx import import_model
 
     return import_model(
-        model, input_shapes or {}, base_dir, constants, check_model=check_model
-    )
+        model, input_shapes or {}, base_dir, constants, check_model=check_model,
+        memory_limit=memory_limit,
+    )  # fmt: skip
 
 
 def parse_pipeline(spec: str, callback: Callable | None = None) -> PassPipeline:
@@ -176,6 +181,7 @@ def compile(
     fast_math: bool = False,
     cache: bool | str | os.PathLike | None = None,
     progress: Progress | None = None,
+    memory_limit: int | str = 0,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
@@ -201,7 +207,11 @@ def compile(
     model's bytes, these options, the CPU and smelt's version and source, and
     loads it instead of compiling next time (a damaged or stale entry is
     rebuilt); `progress` is told each stage and pass as it starts (the CLI's
-    status line: `smelt.compiler.progress`)."""
+    status line: `smelt.compiler.progress`); `memory_limit` (bytes, or "8G" /
+    "512M"; 0: the machine's memory) bounds what the compiled model's arena,
+    weights, inputs and outputs take together: a model that needs more is
+    refused (ResourceLimit naming its largest buffers), and one whose weights
+    alone exceed it is refused before they are read."""
     if cache:
         from smelt.compiler.cache import check_cacheable
 
@@ -220,6 +230,7 @@ def compile(
         opt_level=opt_level,
         fast_math=fast_math,
         profile=profile,
+        memory_limit=parse_size(memory_limit) if memory_limit else 0,
     )
     if cache:
         from smelt.compiler.cache import compile_cached

@@ -90,6 +90,8 @@ class CompileOptions:
     opt_level: int = 3  # LLVM's optimization level (cpu target)
     fast_math: bool = False  # LLVM's `reassoc nsz` on float ops (cpu target)
     profile: bool = False  # time every kernel call (cpu target)
+    # bytes that arena + weights + inputs / outputs may take (0: the machine's)
+    memory_limit: int = 0
 
     def __post_init__(self) -> None:
         items = _items(self.input_shapes)

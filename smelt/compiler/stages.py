@@ -96,7 +96,7 @@ def _import(build: Build, check_model: bool) -> ModuleOp:
     options = build.options
     return import_graph(
         build.model, options.shape_map(), build.base_dir, options.constant_map(),
-        check_model,
+        check_model, options.memory_limit,
     )  # fmt: skip
 
 
@@ -124,7 +124,9 @@ def target_stage(build: Build) -> None:
         if options.target == "gpu":
             from smelt.lowering.triton.runtime import compile_to_triton
 
-            build.program = compile_to_triton(build.module, options.device)
+            build.program = compile_to_triton(
+                build.module, options.device, memory_limit=options.memory_limit
+            )
         else:
             from smelt.lowering.llvm.jit import compile_to_native
 
@@ -132,6 +134,7 @@ def target_stage(build: Build) -> None:
                 build.module, options.opt_level, options.fast_math,
                 profile=options.profile,
                 consume=not isinstance(build.model, ModuleOp),
+                memory_limit=options.memory_limit,
             )  # fmt: skip
 
 

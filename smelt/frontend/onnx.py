@@ -10,6 +10,7 @@ constants is evaluated at import with the reference executor.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,13 +33,19 @@ from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes, locations
 from smelt.dialects import graph as g
-from smelt.errors import SmeltError, UnsupportedModel
+from smelt.errors import ResourceLimit, SmeltError, UnsupportedModel
 from smelt.frontend import onnx_functions
 from smelt.frontend.onnx_constants import fix_inputs
-from smelt.frontend.onnx_load import ModelLike, load_model, tensor_array
+from smelt.frontend.onnx_load import (
+    ModelLike,
+    check_weights_fit,
+    load_model,
+    tensor_array,
+)
 from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, full_check, validate
 from smelt.frontend.onnx_validate import label as node_label
 from smelt.runtime import reference
+from smelt.targets.memory import describe_limit, gib, resolve_limit
 
 MAX_FUNCTION_DEPTH = 16  # nested function bodies; deeper is a recursive definition
 
@@ -74,6 +81,7 @@ def import_model(
     base_dir: str | os.PathLike | None = None,
     constants: Mapping[str, Any] | None = None,
     check_model: bool = True,
+    memory_limit: int = 0,
 ) -> ModuleOp:
     """The graph-level module of an ONNX model (a path, bytes or a ModelProto).
 
@@ -84,13 +92,18 @@ def import_model(
     as bytes or a ModelProto (a path's is its own folder). The graph is checked
     first (`onnx_validate`; `check_model=False` skips onnx's full
     checker after the import). Raises one SmeltError that lists every unsupported op
-    and every dynamic input dim.
+    and every dynamic input dim, or a ResourceLimit before any weight is read when
+    the model's tensors alone need more than `memory_limit` bytes (0: the
+    machine's memory).
     """
     proto, data_dir = load_model(model, base_dir)
+    check_weights_fit(proto, memory_limit)
     if constants:
         proto = fix_inputs(proto, constants, input_shapes or {})
     validate(proto)
-    module = _Importer(proto, dict(input_shapes or {}), data_dir).run()
+    module = _Importer(
+        proto, dict(input_shapes or {}), data_dir, memory_limit
+    ).run()
     if check_model:
         full_check(proto)
     return module
@@ -148,6 +161,14 @@ class NodeContext:
             )
         return v.array
 
+    def check_size(self, shape: Sequence[int], dtype: np.dtype) -> None:
+        """Refuses a constant of `shape` and `dtype` that the handler is about to
+        make when it would not fit the memory limit (ResourceLimit)."""
+        if any(d < 0 for d in shape):
+            raise SmeltError(f"{self.label}: its result would have shape {list(shape)}")
+        nbytes = np.dtype(dtype).itemsize * math.prod(shape)
+        self.importer.check_bytes(nbytes, f"{list(shape)} {np.dtype(dtype).name}")
+
     def output_used(self, i: int) -> bool:
         return i < len(self.node.output) and self.node.output[i] in self.importer.used
 
@@ -198,9 +219,14 @@ _POISON = object()  # the value of a node that failed: its users are skipped
 
 class _Importer:
     def __init__(
-        self, model: onnx.ModelProto, input_shapes: dict, data_dir: str | None = None
+        self,
+        model: onnx.ModelProto,
+        input_shapes: dict,
+        data_dir: str | None = None,
+        memory_limit: int = 0,
     ) -> None:
         self.graph = model.graph
+        self.memory_limit = memory_limit  # 0: the machine's memory
         self.data_dir = data_dir  # where external tensors are read from
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.expansions = 0  # function calls expanded so far: unique value names
@@ -246,12 +272,34 @@ class _Importer:
         if cls.FOLDABLE and all(isinstance(v, Const) for v in operands):
             scratch = Block(arg_types=[v.type for v in operands])
             op = cls.build(scratch.args, result_types, **attrs)
+            self._check_fold(op)
             arrays = reference.evaluate(op, [v.array for v in operands])
             return [Const(a) for a in arrays]
         op = cls.build([self.materialize(v) for v in operands], result_types, **attrs)
         op.location = self.location
         self.block.add_op(op)
         return list(op.results)
+
+    def _check_fold(self, op: g.GraphOp) -> None:
+        """Refuses to fold `op` at import when its results alone would take more
+        than the memory limit."""
+        types = [r.type for r in op.results if isinstance(r.type, TensorType)]
+        nbytes = sum(
+            dtypes.byte_size(t.element_type) * math.prod(t.get_shape()) for t in types
+        )
+        self.check_bytes(nbytes, ", ".join(str(t) for t in types[:2]))
+
+    def check_bytes(self, nbytes: int, what: str) -> None:
+        """ResourceLimit when a constant of `nbytes` (`what`), made at import,
+        would take more than the memory limit (a ConstantOfShape of 40 GB was
+        built before)."""
+        limit = resolve_limit(self.memory_limit)
+        if limit and nbytes > limit:
+            raise ResourceLimit(
+                f"its result ({what}) is computed at import from constants and "
+                f"would take {gib(nbytes)}, more than "
+                f"{describe_limit(self.memory_limit)}"
+            )
 
     def materialize(self, v: Value) -> SSAValue:
         if not isinstance(v, Const):
@@ -322,7 +370,7 @@ class _Importer:
                         f"input_shapes gives {what} dim {i} = {given[i]}, "
                         f"the model fixes it to {d.dim_value}"
                     )
-            return g.tensor(elem, given)
+            return self._checked(f"input_shapes gives {what}", given, elem)
         if dims is None:
             self.dynamic.append(f"{what}: its rank is unknown")
             return None
@@ -332,13 +380,32 @@ class _Importer:
                 self.errors.append(f"{what} dim {i} is {d.dim_value}: dims are >= 0")
                 ok = False
                 continue
-            elif d.HasField("dim_value"):
+            if d.HasField("dim_value"):
                 shape.append(d.dim_value)
                 continue
             symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
             self.dynamic.append(f"{what} dim {i} is {symbol}")
             ok = False
-        return g.tensor(elem, shape) if ok else None
+        return self._checked(what, shape, elem) if ok else None
+
+    def _checked(
+        self, what: str, shape: list[int], elem: Attribute
+    ) -> TensorType | None:
+        """The type of a graph input of `shape`, or None (and an error) when a dim
+        is negative or the shape's byte strides overflow 64-bit offsets (an empty
+        tensor of 0 x 2**62 too: numpy cannot even make one)."""
+        for i, d in enumerate(shape):
+            if d < 0:
+                self.errors.append(f"{what} dim {i} = {d}: dims are >= 0")
+                return None
+        strides = dtypes.byte_size(elem) * math.prod(d for d in shape if d)
+        if strides >= 1 << 63:
+            self.errors.append(
+                f"{what} shape {list(shape)}: its size in bytes overflows 64-bit "
+                "offsets; use smaller dims"
+            )
+            return None
+        return g.tensor(elem, shape)
 
     def _node(
         self,
@@ -369,9 +436,12 @@ class _Importer:
                 self.used |= onnx_functions.references(body.nodes)
                 for i, inner in enumerate(body.nodes):
                     self._node(i, inner, handlers, body.opset, depth + 1)
+                self._inferred_shapes(node, label, inputs, opset)
                 return  # the body's nodes define the outputs
         except Unsupported as e:
             self.unsupported.append(_labelled(label, e))
+        except ResourceLimit as e:  # nothing after it matters: stop at once
+            raise ResourceLimit(_labelled(label, e)) from None
         except SmeltError as e:
             self.errors.append(_labelled(label, e))
         except VerifyException as e:
@@ -381,6 +451,47 @@ class _Importer:
         for name, v in zip(node.output, outputs):
             if name:
                 self.values[name] = v
+
+    def _inferred_shapes(
+        self, node: onnx.NodeProto, label: str, inputs: list, opset: int
+    ) -> None:
+        """Holds the outputs of an expanded onnx function body to the shapes
+        onnx's own inference gives the node: a body may broadcast where the op
+        does not (Celu's float[1] alpha made a scalar input's result [1]), so a
+        result of as many elements is reshaped, another one refused."""
+        if node.domain not in DEFAULT_DOMAINS or (node.domain, node.op_type) in (
+            self.functions
+        ):
+            return
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+            types = {
+                name: _type_proto(v)
+                for name, v in zip(node.input, inputs)
+                if name and v is not None
+            }
+            inferred = onnx.shape_inference.infer_node_outputs(schema, node, types)
+        except Exception:  # noqa: BLE001 (no inference: keep the body's shapes)
+            return
+        for name in node.output:
+            v, want = self.values.get(name), inferred.get(name)
+            if v is None or v is _POISON or want is None:
+                continue
+            dims = want.tensor_type.shape.dim
+            if not want.tensor_type.HasField("shape") or not all(
+                d.HasField("dim_value") for d in dims
+            ):
+                continue
+            shape = tuple(d.dim_value for d in dims)
+            if shape_of(v) == shape:
+                continue
+            if math.prod(shape_of(v)) != math.prod(shape):
+                raise SmeltError(
+                    f"{label}: onnx's function body gives output '{name}' shape "
+                    f"{list(shape_of(v))}, its shape inference {list(shape)}"
+                )
+            result = g.tensor(element_type_of(v), shape)
+            self.values[name] = self.emit(g.ReshapeOp, [v], [result])[0]
 
     def inline(
         self,

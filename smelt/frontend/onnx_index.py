@@ -260,6 +260,7 @@ def _eye_like(ctx: NodeContext) -> list[Value]:
         np_type = x.array.dtype if isinstance(x, Const) else g.dtypes.to_numpy(
             g.element_type_of(x)
         )
+    ctx.check_size(shape, np_type)
     return [Const(np.eye(shape[0], shape[1], int(ctx.attr("k", 0)), dtype=np_type))]
 
 
@@ -276,6 +277,14 @@ def _range(ctx: NodeContext) -> list[Value]:
     if dtype in (np.float16, ml_dtypes.bfloat16):  # stash_type: f32 (1) or f64 (11)
         wide = np.float64 if ctx.attr("stash_type", 1) == 11 else np.float32
         start, limit, delta = (wide(v) for v in (start, limit, delta))
+    with np.errstate(all="ignore"):
+        length = (float(limit) - float(start)) / float(delta)
+    if not math.isfinite(length):
+        raise SmeltError(
+            f"{ctx.label}: start {start}, limit {limit} and delta {delta} give no "
+            "finite length"
+        )
+    ctx.check_size([max(math.ceil(length), 0)], dtype)
     values = np.arange(start, limit, delta, dtype=start.dtype)
     return [Const(values.astype(dtype))]
 

@@ -14,7 +14,8 @@ from google.protobuf.message import Error as ProtobufError
 from onnx import external_data_helper, numpy_helper
 from onnx.checker import ValidationError
 
-from smelt.errors import SmeltError
+from smelt.errors import ResourceLimit, SmeltError
+from smelt.targets.memory import describe_limit, gib, resolve_limit
 
 ModelLike = str | os.PathLike | bytes | onnx.ModelProto
 
@@ -104,6 +105,18 @@ def _check_location(base_dir, tensor: onnx.TensorProto, what: str) -> None:
             refuse + f"which is a hard link ({info.st_nlink} names); copy the data "
             "into a file of its own"
         )
+    try:
+        extent = external_data_helper.ExternalDataInfo(tensor)
+    except ValueError as e:
+        raise SmeltError(f"{what}: tensor '{tensor.name}': {e}") from None
+    offset = extent.offset or 0
+    length = extent.length if extent.length is not None else declared_bytes(tensor)
+    if length is not None and offset + length > info.st_size:
+        end = offset + length
+        raise SmeltError(
+            refuse + f"bytes {offset} to {end}, but the file ends "
+            f"{end - info.st_size} bytes early; is it truncated?"
+        )
 
 
 def graph_tensors(graph: onnx.GraphProto):
@@ -119,6 +132,71 @@ def graph_tensors(graph: onnx.GraphProto):
                 yield from graph_tensors(sub)
             for sub in attr.graphs:
                 yield from graph_tensors(sub)
+
+
+def declared_bytes(tensor: onnx.TensorProto) -> int | None:
+    """The bytes of `tensor`'s array as its dims and data type declare them (None
+    for strings, unknown types and negative dims: the import refuses those)."""
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, ValueError, TypeError):
+        return None
+    if dtype == np.dtype(object) or any(d < 0 for d in tensor.dims):
+        return None
+    count = 1
+    for d in tensor.dims:  # Python ints: 2**70 bytes does not overflow
+        count *= d
+    if tensor.data_type in _PACKED_TYPES:  # 4 or 2 bits each in the file
+        name = onnx.TensorProto.DataType.Name(tensor.data_type)
+        bits = 2 if name.endswith("2") else 4
+        return -(-count * bits // 8)
+    return count * dtype.itemsize
+
+
+def held_bytes(tensor: onnx.TensorProto) -> int:
+    """About the bytes the import holds for `tensor`: its declared size for
+    external data (`load_model` checked that the file has them), else no more
+    than the data the ModelProto stores (a tensor whose data does not fill its
+    dims is refused when it is read)."""
+    declared = declared_bytes(tensor)
+    if declared is None:
+        return sum(len(s) for s in tensor.string_data)
+    if external_data_helper.uses_external_data(tensor):
+        return declared
+    if tensor.HasField("raw_data"):
+        return min(declared, len(tensor.raw_data))
+    values = sum(
+        len(field)
+        for field in (
+            tensor.float_data, tensor.int32_data, tensor.int64_data,
+            tensor.double_data, tensor.uint64_data,
+        )
+    )  # fmt: skip
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    return min(declared, values * itemsize)
+
+
+def check_weights_fit(
+    proto: onnx.ModelProto, memory_limit: int, what: str = "the model"
+) -> None:
+    """Refuses a model whose tensors (initializers, Constant attributes, subgraphs)
+    alone need more than `memory_limit` bytes (0: the machine's memory), before
+    the import reads a byte of external data or makes an array."""
+    allowed = resolve_limit(memory_limit)
+    sizes = [
+        (held_bytes(t), t.name or "a Constant without a name")
+        for t in graph_tensors(proto.graph)
+    ]
+    total = sum(n for n, _ in sizes)
+    if not allowed or total <= allowed:
+        return
+    top = sorted(sizes, key=lambda s: s[0])[-3:][::-1]
+    largest = ", ".join(f"'{name}' ({gib(n)})" for n, name in top if n)
+    raise ResourceLimit(
+        f"{what}: its initializers and constants hold {gib(total)}, more than "
+        f"{describe_limit(memory_limit)}, so importing them cannot fit; the "
+        f"largest: {largest}"
+    )
 
 
 def tensor_array(

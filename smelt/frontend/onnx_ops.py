@@ -100,6 +100,17 @@ def _variadic(ctx: NodeContext) -> list[Value]:
     return [functools.reduce(lambda a, b: ctx.emit(cls, [a, b])[0], values)]
 
 
+@handles("Softplus")
+def _softplus(ctx: NodeContext) -> list[Value]:
+    """ln(1 + e^x) as relu(x) + ln(1 + e^-|x|): onnx's function body, ln(e^x + 1),
+    overflows to inf from x = 89 in f32, where the answer is x."""
+    x = ctx.inputs[0]
+    one = Const(np.array(1, numpy_type_of(x)))
+    tail = ctx.emit(g.ExpOp, ctx.emit(g.NegOp, ctx.emit(g.AbsOp, [x])))
+    log = ctx.emit(g.LogOp, ctx.emit(g.AddOp, [tail[0], one]))
+    return ctx.emit(g.AddOp, [ctx.emit(g.ReluOp, [x])[0], log[0]])
+
+
 @handles("Mean")
 def _mean(ctx: NodeContext) -> list[Value]:
     values = [v for v in ctx.inputs if v is not None]
@@ -328,6 +339,7 @@ def _constant_of_shape(ctx: NodeContext) -> list[Value]:
     fill = _tensor_value(ctx, value).reshape(-1) if value is not None else None
     if fill is None:
         fill = np.zeros(1, np.float32)
+    ctx.check_size(shape, fill.dtype)
     # Repeating the bytes of one element is the fastest way to a big filled
     # buffer, and graph.constant then keeps those very bytes.
     data = fill[:1].tobytes() * math.prod(shape)

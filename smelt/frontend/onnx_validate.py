@@ -13,10 +13,12 @@ the last of two definitions, ignoring an attribute, or failing deep in a pass).
 * inputs that the schema binds to one type parameter have one element type, where
   the types are known (graph inputs, initializers, value_info);
 * windows (Conv, pools): pads not negative, strides, dilations and kernel sizes
-  positive.
+  positive; a pool's pads smaller than its kernel.
 """
 
 from __future__ import annotations
+
+import re
 
 import onnx
 from onnx import defs, external_data_helper, helper
@@ -37,6 +39,9 @@ WINDOW_OPS = {
     "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "ConvInteger",
     "QLinearConv", "MaxUnpool",
 }  # fmt: skip
+
+
+POOL_OPS = {"MaxPool", "AveragePool", "LpPool"}  # pads < kernel (onnxruntime's rule)
 
 
 def label(node: onnx.NodeProto, index: int) -> str:
@@ -133,7 +138,9 @@ def _with_output_types(model: onnx.ModelProto) -> onnx.ModelProto:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001 (the full check reports the problem)
         return model
+    # inferred types of graph outputs land in graph.output itself
     known = {v.name: v for v in inferred.graph.value_info}
+    known |= {v.name: v for v in inferred.graph.output if not untyped(v)}
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for out in copy.graph.output:
@@ -188,9 +195,40 @@ def full_check(model: onnx.ModelProto) -> None:
         if first.startswith(_INFERRED_BY_RUNTIMES) or _IR3_INITIALIZER in first:
             return
         raise InvalidModel(
-            f"the model is not valid ONNX: onnx's checker (full_check) says: {first} "
-            "(check_model=False / --no-check-model skips this check)"
+            f"the model is not valid ONNX{_checker_site(model, first)}: onnx's "
+            f"checker (full_check) says: {first} (check_model=False / "
+            "--no-check-model skips this check)"
         ) from None
+
+
+_CHECKER_NODE = re.compile(r"\(op_type:([^,)]+)(?:, node name: ([^)]*))?\)")
+
+
+def _checker_site(model: onnx.ModelProto, message: str) -> str:
+    """Where in the main graph a checker message points: " at NODE" (and the
+    outputs whose declared types the inferred ones contradict), or ""."""
+    match = _CHECKER_NODE.search(message)
+    if match is None:
+        return ""
+    op, name = match[1].strip(), match[2]
+    found = [
+        (i, n) for i, n in enumerate(model.graph.node)
+        if n.op_type == op and (not name or n.name == name)
+    ]  # fmt: skip
+    if not found:
+        return ""  # inside a subgraph or a function: the checker's text says
+    where = ", ".join(label(n, i) for i, n in found[:3])
+    if len(found) > 1:
+        where = f"one of {where}" + (", …" if len(found) > 3 else "")
+    if "existing shape" not in message and "existing type" not in message:
+        return f" at {where}"
+    graph = model.graph
+    declared = {v.name for v in [*graph.output, *graph.value_info, *graph.input]}
+    outputs = [o for _, n in found for o in n.output if o in declared]
+    if not outputs:
+        return f" at {where}"
+    names = ", ".join(f"'{o}'" for o in outputs[:3])
+    return f" at {where}: the declared type of {names} contradicts what it computes"
 
 
 def _raise(problems: list[str]) -> None:
@@ -338,6 +376,13 @@ def _window(node: onnx.NodeProto) -> list[str]:
     for key in ("strides", "dilations", "kernel_shape"):
         if any(v <= 0 for v in attrs.get(key, [])):
             problems.append(f"{key} {attrs[key]} must be positive")
+    kernel, pads = attrs.get("kernel_shape", []), attrs.get("pads", [])
+    if node.op_type in POOL_OPS and kernel and len(pads) == 2 * len(kernel):
+        if any(p >= kernel[i % len(kernel)] for i, p in enumerate(pads)):
+            # a window wholly in the padding has no value to pool
+            problems.append(
+                f"pads {pads} must be smaller than kernel_shape {kernel}"
+            )
     return problems
 
 

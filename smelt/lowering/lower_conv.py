@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop
-from smelt.errors import SmeltError
+from smelt.errors import SmeltError, UnsupportedModel
 from smelt.lowering import lower_conv_nhwc
 from smelt.lowering.kernel_io import Anchor, KernelIO
 from smelt.lowering.loop_builder import Index, element_type, shape
@@ -156,6 +156,7 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
     """Per output position, reduce the window; positions outside the input are
     skipped (index clamped, value masked with select). Average divides by the number
     of positions inside the input, or inside input + pads with count_include_pad."""
+    _check_window_work(op)
     if _is_nhwc(op):
         return lower_conv_nhwc.emit_pool(io, op)
     is_max = isinstance(op, graph.MaxPoolOp)
@@ -214,6 +215,28 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
             count = accs[1] if dynamic_count else a.const(pymath.prod(kernel))
             result = a.div(result, count)
         io.write(0, result, ivs)
+
+
+POOL_WORK_LIMIT = 1 << 32
+"""Window positions a pool may visit in all before `_check_window_work` compares
+them with its input (a 2 x 2**40 window over a 4 x 4 input ran for hours)."""
+
+
+def _check_window_work(op: graph.PoolOp) -> None:
+    """Refuses a pool whose windows are mostly padding: the kernel loops visit
+    every window position, inside the input or not (onnxruntime clamps each
+    window to the input instead), so a huge kernel with pads nearly as large
+    would loop for hours over a tiny input."""
+    kernel = list(op.attr("kernel_shape"))
+    visits = pymath.prod(graph.shape_of(op.result)) * pymath.prod(kernel)
+    inputs = pymath.prod(graph.shape_of(op.input))
+    if visits > POOL_WORK_LIMIT and visits > 64 * max(inputs, 1):
+        raise UnsupportedModel(
+            f"{op.name} with kernel_shape {kernel} visits {visits:.3g} window "
+            f"positions for an input of {inputs} elements: its windows are mostly "
+            "padding, which smelt's pool loops do not skip; use a kernel that fits "
+            "the input"
+        )
 
 
 ANCHORS: dict[type[Operation], Anchor] = {

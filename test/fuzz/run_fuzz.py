@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections import Counter, defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -125,10 +126,28 @@ def _differs(got: dict, want: dict, nonfinite: bool = False) -> str:
             # skips NaN, numpy and torch propagate it), or a window of -inf only
             # (onnxruntime answers -FLT_MAX)
             return f"nonfinite: '{name}' differs only where a value is NaN or ±inf"
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # all NaN: nanmax says so
             err = np.nanmax(np.abs(a64 - b64)[~close])
         return f"'{name}': max abs error {err:.3g}"
     return ""
+
+
+def _full_check(model: bytes) -> str:
+    """onnx's full checker on a model smelt accepted: "ok", or its complaint
+    (graph outputs without a shape get their inferred one first, as
+    onnxruntime and smelt infer them)."""
+    import onnx
+
+    from smelt.frontend.onnx_validate import _with_output_types
+
+    try:
+        proto = onnx.ModelProto()
+        proto.ParseFromString(model)
+        onnx.checker.check_model(_with_output_types(proto), full_check=True)
+    except Exception as e:  # noqa: BLE001 (the checker's errors share no base)
+        return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    return "ok"
 
 
 def _site(exc: BaseException) -> str:
@@ -181,6 +200,7 @@ def run_case(case, stage=lambda s: None) -> dict:
         return result
     finally:
         result["seconds"] = round(time.perf_counter() - t0, 3)
+    result["checker"] = _full_check(case.model)
     if ort_status == "model":
         result.update(outcome="accepted-invalid", message=ort_result)
     elif ort_status == "input":
@@ -311,6 +331,12 @@ def report(results: list[dict], command: str, seed: int, seconds: float) -> str:
     ) if results and all("ort" in r for r in results) else None
     if refused_ort_ok is not None:
         lines += ["", f"Refused although onnxruntime runs them: {refused_ort_ok}."]
+    unchecked = [r for r in results if r.get("checker", "ok") != "ok"]
+    if results and any("checker" in r for r in results):
+        lines += [f"Accepted although onnx's full checker rejects them: "
+                  f"{len(unchecked)}."]  # fmt: skip
+        lines += [f"- case {r['index']} ({r['seed']}, {r['kind']}): {r['checker']}"
+                  for r in unchecked[:20]]  # fmt: skip
     for outcome in (*FAILURES, "ort-crash", "refused-unclear", "accepted-invalid",
                     "accepted-bad-input", "nonfinite-differs"):  # fmt: skip
         bad = [r for r in results if r["outcome"] == outcome]
@@ -340,6 +366,20 @@ def fuzz(n: int, seed: int, only=None, timeout=30.0, batch=250, mem_gb=6.0,
     for first in range(0, len(cases), batch):
         results += run_batch(cases[first : first + batch], timeout, mem_gb)
     return results
+
+
+KEPT = "\n## Coverage-guided fuzzing"
+"""Where the hand-written part of results.md starts, which a run keeps."""
+
+
+def _kept(path: str) -> str:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return ""
+    start = text.find(KEPT)
+    return text[start:] if start >= 0 else ""
 
 
 def main(argv=None) -> int:
@@ -378,8 +418,9 @@ def main(argv=None) -> int:
     text = report(results, command.strip(), args.seed, time.time() - t0)
     print(text)
     if not only:
+        kept = _kept(args.output)
         with open(args.output, "w") as f:
-            f.write(text)
+            f.write(text + kept)
     return 1 if any(r["outcome"] in FAILURES for r in results) else 0
 
 

@@ -82,5 +82,13 @@ def test_models_onnx_full_check_rejects_are_refused():
     refuses it (and so does smelt, unless told to skip that check)."""
     with pytest.raises(smelt.InvalidModel, match="full_check"):
         smelt.compile(_relu_declared([5, 5]), "cpu")
+    # the message names the node and the value whose declared shape is wrong
+    with pytest.raises(smelt.InvalidModel, match=r"not valid ONNX at Relu#0: the "
+                       r"declared type of 'y' contradicts what it computes"):
+        smelt.compile(_relu_declared([5, 5]), "cpu")
+    named = _relu_declared([5, 5])
+    named.graph.node[0].name = "act"
+    with pytest.raises(smelt.InvalidModel, match=r"at Relu 'act': .* of 'y'"):
+        smelt.compile(named, "cpu")
     smelt.compile(_relu_declared([5, 5]), "cpu", check_model=False)
     smelt.compile(_relu_declared(None), "cpu")  # unshaped outputs are inferred

@@ -130,5 +130,5 @@ def test_a_truncated_data_file_is_one_clear_error(tmp_path):
     path = two_weight_model(str(tmp_path))
     data = tmp_path / "both.bin"
     data.write_bytes(data.read_bytes()[:-8])
-    with pytest.raises(SmeltError, match="initializer .w2.: .* ends 8 bytes early"):
+    with pytest.raises(SmeltError, match="tensor .w2. keeps .* ends 8 bytes early"):
         smelt.compile(path, "cpu")

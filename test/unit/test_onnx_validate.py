@@ -52,6 +52,11 @@ CASES = {
         model([helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1])], inits=[W]),
         "Conv#0: strides [0, 1] must be positive",
     ),
+    "pool pads as large as the kernel": (
+        model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
+                                pads=[2, 1, 1, 1])]),
+        "MaxPool#0: pads [2, 1, 1, 1] must be smaller than kernel_shape [2, 2]",
+    ),
     "empty required input": (
         model([helper.make_node("Add", ["x", ""], ["y"])]),
         "Add#0: input 1 ('B') is required but given no value",

@@ -135,7 +135,9 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
         for fn, _ in functions.values():
             fn.linkage = ""
         return LoweredModule(ir_module, None, [], [], [])
-    plan = plan_memory(main, release=options.release_constants)
+    plan = plan_memory(
+        main, release=options.release_constants, memory_limit=options.memory_limit
+    )
     calls = _emit_entry(ir_module, main, functions, plan, options.profile)
     io_types = [a.type for a in main.body.block.args]
     return LoweredModule(

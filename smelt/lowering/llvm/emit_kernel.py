@@ -96,6 +96,9 @@ class EmitOptions:
     profile: bool = False
     """The entry point adds each kernel call's time-stamp-counter ticks to the
     global `PROFILE_GLOBAL` (one i64 per call of @main)."""
+    memory_limit: int = 0
+    """Bytes that arena, weights and inputs / outputs may take together (0: the
+    machine's memory); more is refused before the weight blob is allocated."""
 
 
 def kernel_function_name(kernel_name: str) -> str:

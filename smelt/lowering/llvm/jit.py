@@ -141,6 +141,7 @@ def compile_to_native(
     profile: bool = False,
     consume: bool = False,
     parts: int = 0,
+    memory_limit: int = 0,
 ) -> NativeProgram:
     """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main,
     for the module's `#target.cpu` (the host without one). Code for a CPU whose
@@ -154,11 +155,14 @@ def compile_to_native(
     `unroll` turns on LLVM's loop unroller (see `optimize`); `profile` times every
     kernel call (`NativeProgram.profile`); `consume` lets the weights leave
     `module` as they are copied into the program (the driver's compile: a
-    weight is never held twice), after which `module` cannot be compiled again.
+    weight is never held twice), after which `module` cannot be compiled again;
+    a model whose arena, weights and inputs / outputs need more than
+    `memory_limit` bytes (0: the machine's memory) is refused (ResourceLimit).
     """
     options = EmitOptions(
-        fast_math=fast_math, profile=profile, release_constants=consume
-    )
+        fast_math=fast_math, profile=profile, release_constants=consume,
+        memory_limit=memory_limit,
+    )  # fmt: skip
     _initialize()
     lowered = lower_module(module, options)
     if lowered.plan is None:

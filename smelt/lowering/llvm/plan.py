@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +16,9 @@ from smelt.dialects.loop import AllocOp, ConstantOp
 from smelt.errors import ResourceLimit, SmeltError
 from smelt.lowering.llvm.program import ALIGN, aligned_empty
 from smelt.lowering.llvm.types import buffer_info
+from smelt.targets.memory import describe_limit, gib, machine_memory, resolve_limit
+
+__all__ = ["MemoryPlan", "check_memory", "machine_memory", "plan_memory"]
 
 RELEASE_ELEMENTS = 4096
 """Constants above this many elements leave the IR when `plan_memory(release=True)`."""
@@ -44,8 +46,12 @@ RELEASED = "smelt.released"
 """Marks a loop.constant whose bytes went to a weight blob and left the IR."""
 
 
-def plan_memory(main: func.FuncOp, release: bool = False) -> MemoryPlan:
-    """Honors `loop.alloc` offsets set by buffer-plan; places the others after them.
+def plan_memory(
+    main: func.FuncOp, release: bool = False, memory_limit: int = 0
+) -> MemoryPlan:
+    """Honors `loop.alloc` offsets set by buffer-plan; places the others after them;
+    refuses a model that needs more than `memory_limit` bytes (0: the machine's
+    memory) before the weight blob is allocated (`check_memory`).
 
     `release` (the module is consumed by this compile) drops each large
     constant's bytes from the IR once they are copied into the weight blob, so
@@ -77,7 +83,7 @@ def plan_memory(main: func.FuncOp, release: bool = False) -> MemoryPlan:
         total = align_up(total)
         weight_offsets[op.result] = total
         total += buffer_info(op.result.type).nbytes
-    check_memory(main, align_up(end), total)
+    check_memory(main, align_up(end), total, memory_limit)
     weights = aligned_empty(total)
     released = 0
     for op in constants:
@@ -120,22 +126,14 @@ def _malloc_trim():
         return None
 
 
-def machine_memory() -> int:
-    """This machine's physical memory in bytes (0 when the OS does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
 def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) -> None:
     """Refuses a model whose arena, weights and inputs / outputs together exceed
     `limit` bytes (0: the machine's memory) before anything is allocated, naming
     its largest buffers (a model of a 100 GB tensor died at allocation before)."""
-    limit = limit or machine_memory()
     io = sum(buffer_info(a.type).nbytes for a in main.body.block.args)
     need = arena + weights + io
-    if not limit or need <= limit:
+    allowed = resolve_limit(limit)
+    if not allowed or need <= allowed:
         return
     names = [
         f"'{a.data}' "
@@ -153,13 +151,12 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
         for op in main.body.walk()
         if isinstance(op, AllocOp | ConstantOp)
     ]
-    top = sorted(sizes)[-3:][::-1]
-    largest = ", ".join(f"{t} ({n / 2**30:.1f} GiB)" for n, t in top)
+    top = sorted(sizes, key=lambda s: s[0])[-3:][::-1]
+    largest = ", ".join(f"{t} ({gib(n)})" for n, t in top)
     raise ResourceLimit(
-        f"the model needs {need / 2**30:.1f} GiB (arena {arena / 2**30:.1f}, weights "
-        f"{weights / 2**30:.1f}, inputs and outputs {io / 2**30:.1f}), more than this "
-        f"machine's {limit / 2**30:.1f} GiB; its largest buffers: {largest}; use "
-        "smaller input shapes"
+        f"the model needs {gib(need)} (arena {gib(arena)}, weights {gib(weights)}, "
+        f"inputs and outputs {gib(io)}), more than {describe_limit(limit)}; its "
+        f"largest buffers: {largest}; use smaller input shapes"
     )
 
 

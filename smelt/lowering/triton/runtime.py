@@ -136,7 +136,13 @@ class TritonProgram:
     returns the output buffers (owned by the program: copy them to keep them).
     """
 
-    def __init__(self, module: ModuleOp, device: str = "cuda", cuda_graph: bool = True):
+    def __init__(
+        self,
+        module: ModuleOp,
+        device: str = "cuda",
+        cuda_graph: bool = True,
+        memory_limit: int = 0,
+    ):
         import torch
 
         from smelt.compiler.driver import main_func
@@ -151,7 +157,7 @@ class TritonProgram:
         main = main_func(module)
         names = main.attributes.get("smelt.input_names")
         self.n_inputs = len(names.data) if names is not None else 0
-        plan = plan_memory(main)
+        plan = plan_memory(main, memory_limit=memory_limit)
         self.arena_bytes = plan.arena_bytes
         self.arena = torch.zeros(
             max(1, plan.arena_bytes), dtype=torch.uint8, device=device
@@ -260,8 +266,10 @@ class TritonProgram:
 
 
 def compile_to_triton(
-    module: ModuleOp, device: str, cuda_graph: bool = True
+    module: ModuleOp, device: str, cuda_graph: bool = True, memory_limit: int = 0
 ) -> TritonProgram:
     """The launch plan of a loop-level module with @main (after buffer-plan) on
-    torch `device`: "cuda", or "cpu" (Triton's interpreter)."""
-    return TritonProgram(module, device, cuda_graph)
+    torch `device`: "cuda", or "cpu" (Triton's interpreter); a model that needs
+    more than `memory_limit` bytes (0: the host's memory) is refused before any
+    device buffer is allocated."""
+    return TritonProgram(module, device, cuda_graph, memory_limit)
