@@ -129,17 +129,24 @@ def main(argv=None) -> int:
                         help="MiB of weights of synthetic wide MLPs, compiled from "
                         "a file with external data (e.g. 2048 4096)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--make", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args.child)
         return 0
+    if args.make:
+        megabytes, _, folder = args.make.partition(":")
+        saved_with_external_data(wide_mlp(int(megabytes)), folder)
+        return 0
     specs = [f"chain:{n}" for n in args.chains] + [f"model:{m}" for m in args.models]
-    if args.weights:  # made here, so that the child's peak is the compile's alone
-        import tempfile
+    if args.weights:  # written by a process of their own: a child's peak RSS
+        import tempfile  # (ru_maxrss) starts from its parent's at the fork
 
         for n in args.weights:
             folder = tempfile.mkdtemp(prefix=f"smelt-scaling-{n}-")
-            specs.append(f"file:{saved_with_external_data(wide_mlp(n), folder)}")
+            subprocess.run([sys.executable, __file__, "--make", f"{n}:{folder}"],
+                           check=True)  # fmt: skip
+            specs.append(f"file:{os.path.join(folder, 'model.onnx')}")
     print("| case | onnx nodes | compile s | import / passes / codegen s | s per 1k nodes "
           "| weights MB | RSS before MB | peak RSS MB | (peak - before) / weights |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -51,6 +51,7 @@ class LoopDedupKernelsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         kept: dict[tuple, list[func.FuncOp]] = {}
         renamed: dict[str, str] = {}
+        served: dict[func.FuncOp, list[str]] = {}  # the nodes each kept one serves
         for kernel in [k for k in op.ops if isinstance(k, func.FuncOp)]:
             if not loop.is_kernel(kernel):
                 continue
@@ -60,8 +61,11 @@ class LoopDedupKernelsPass(ModulePass):
                 bucket.append(kernel)
                 continue
             renamed[kernel.sym_name.data] = same.sym_name.data
-            same.location = locations.merge(same, kernel)  # it serves both
+            names = served.setdefault(same, locations.names(same))
+            names += locations.names(kernel)
             op.body.block.erase_op(kernel)
+        for kernel, names in served.items():  # once per kernel: a chain of n
+            kernel.location = locations.of_names(names)  # copies stays linear
         if not renamed:
             return
         for call in op.walk():
