@@ -19,9 +19,11 @@ DEVICES = ("cuda", "cpu")
 
 @dataclass(frozen=True)
 class FrozenArray:
-    """A numpy array by value (dtype, shape, bytes): hashable, equal by content."""
+    """A numpy array by value (dtype, shape, bytes): hashable, equal by content.
+    The dtype is kept as itself, not its string: ml_dtypes' bfloat16 prints as
+    '|V2', which would read back as raw bytes."""
 
-    dtype: str
+    dtype: np.dtype
     shape: tuple[int, ...]
     data: bytes
 
@@ -34,11 +36,11 @@ class FrozenArray:
                 f"{type(value).__name__}"
             )
         contiguous = np.ascontiguousarray(array)
-        return FrozenArray(array.dtype.str, array.shape, contiguous.tobytes())
+        return FrozenArray(array.dtype, array.shape, contiguous.tobytes())
 
     def array(self) -> np.ndarray:
         """The array (read-only: it views the bytes)."""
-        return np.frombuffer(self.data, np.dtype(self.dtype)).reshape(self.shape)
+        return np.frombuffer(self.data, self.dtype).reshape(self.shape)
 
     def record(self) -> dict[str, Any]:
         """dtype, shape and values, or a sha256 when large (JSON-able)."""
