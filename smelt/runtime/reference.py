@@ -369,7 +369,8 @@ def _reshape(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 
 @kernel(g.BitcastOp)
 def _bitcast(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    return np.ascontiguousarray(args[0]).view(dtypes.to_numpy(op.attr("to")))
+    # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
+    return np.require(args[0], requirements="C").view(dtypes.to_numpy(op.attr("to")))
 
 
 @kernel(g.ExpandOp)

@@ -28,13 +28,13 @@ def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
 
 
 def _mlp() -> onnx.ModelProto:
-    """mm → act (fuse), then an unnamed Softmax and a Softplus (a function body)."""
+    """mm → act (fuse), then an unnamed Softmax and a Selu (a function body)."""
     w = numpy_helper.from_array(np.eye(8, dtype=np.float32), "w")
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["t"], name="mm"),
         helper.make_node("Relu", ["t"], ["r"], name="act"),
         helper.make_node("Softmax", ["r"], ["s"], axis=-1),
-        helper.make_node("Softplus", ["s"], ["y"], name="sp"),
+        helper.make_node("Selu", ["s"], ["y"], name="sp"),
     ]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
@@ -62,17 +62,17 @@ def test_every_imported_op_names_its_node():
     assert all(_graph_ops(module)) and all(names.values())
     assert names["graph.matmul"] == ["mm"] and names["graph.relu"] == ["act"]
     assert names["graph.softmax"] == ["Softmax#2"]  # no name: op type and index
-    # Softplus is expanded from onnx's function body: ops named Caller/Inner
-    assert names["graph.exp"] == ["sp/Exp"] and names["graph.log"] == ["sp/Log"]
+    # Selu is expanded from onnx's function body: ops named Caller/Inner
+    assert names["graph.exp"] == ["sp/Exp"] and names["graph.where"] == ["sp/Where"]
 
 
 def test_an_unnamed_caller_names_its_body_by_op_type_and_index():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
-    model = _model([helper.make_node("Softplus", ["x"], ["y"])], [x], [x])
+    model = _model([helper.make_node("Selu", ["x"], ["y"])], [x], [x])
     model.graph.output[0].name = "y"
     module = import_graph(model)
     assert {n for op in _graph_ops(module) for n in locations.names(op)} >= {
-        "Softplus#0/Exp", "Softplus#0/Log"
+        "Selu#0/Exp", "Selu#0/Where"
     }
 
 
@@ -100,7 +100,7 @@ def test_kernels_and_calls_keep_the_names_through_the_cpu_pipeline():
     assert all(locations.names(k) for k in kernels)
     assert all(locations.names(c) for c in calls)
     named = {n for c in calls for n in locations.names(c)}
-    assert {"mm", "act", "Softmax#2", "sp/Exp", "sp/Log"} <= named
+    assert {"mm", "act", "Softmax#2", "sp/Exp", "sp/Where"} <= named
 
 
 def test_profile_rows_list_their_onnx_nodes():
