@@ -76,7 +76,12 @@ class SmeltOptMain(xDSLOptMain):
             from smelt.compiler.pipelines import with_cpu
 
             self.args.passes = with_cpu(self.args.passes or "", self.args.cpu)
-        super().setup_pipeline()
+        try:
+            super().setup_pipeline()
+        except ValueError as e:  # xDSL's words for an unknown pass or option
+            raise SmeltError(
+                f"bad pipeline: {e} (smelt-opt --help lists the passes)"
+            ) from None
 
     def apply_passes(self, prog: ModuleOp) -> None:
         """The pipeline through smelt's driver: its dumps, timing, statistics and
@@ -94,10 +99,15 @@ class SmeltOptMain(xDSLOptMain):
             if not self.args.disable_verify:  # as xDSL's driver: the input too
                 module.verify()
 
-        lower(
-            prog, self.args.passes, verify, Instrumentation(options),
-            passthrough=(DiagnosticException,),
-        )
+        try:
+            lower(
+                prog, self.args.passes, verify, Instrumentation(options),
+                passthrough=(DiagnosticException,),
+            )
+        except SmeltError as e:  # a pass refusing its input: a diagnostic
+            if self.args.verify_diagnostics and not isinstance(e, InternalError):
+                raise DiagnosticException(str(e)) from None
+            raise
 
     def run(self) -> None:
         if self.args.print_constants:
@@ -128,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             SmeltOptMain(args=argv).run()
         except (SmeltError, DiagnosticException, ParseError):
             raise
+        except OSError as e:
+            if e.filename is None or str(e.filename) not in (argv or sys.argv[1:]):
+                with internal_errors("smelt-opt"):
+                    raise e
+            raise SmeltError(f"cannot read {e.filename}: {e.strerror}") from None
         except Exception as e:  # noqa: BLE001 (a bug: one line, --debug for more)
             with internal_errors("smelt-opt"):
                 raise e

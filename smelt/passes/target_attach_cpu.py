@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import DiagnosticException
 
 from smelt.dialects import target
 from smelt.errors import SmeltError
@@ -54,8 +53,8 @@ class TargetAttachCpuPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
             spec = self.spec()
-        except SmeltError as e:
-            raise DiagnosticException(f"target-attach-cpu: {e}") from None
+        except SmeltError as e:  # a user error (the pipeline text), not a crash
+            raise SmeltError(f"target-attach-cpu: {e}") from None
         target.attach(op, spec.to_attr())
 
 

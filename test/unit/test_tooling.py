@@ -144,6 +144,22 @@ def test_unknown_pass_name_is_one_clear_error(model_path, capsys):
     assert err.count("\n") == 1 and "graph-fusion" in err
 
 
+@pytest.mark.parametrize("argv,words", [
+    (["{model}", "-p", "canonicalize"], ["bad pipeline", "canonicalize"]),
+    (["{model}", "-p", "loop-vectorize{{widt=3}}"], ["bad pipeline", "widt"]),
+    (["{tmp}/nosuch.mlir", "-p", "graph-fuse"], ["cannot read", "nosuch.mlir"]),
+    (["{tmp}", "-p", "graph-fuse"], ["cannot read", "directory"]),
+    (["{model}", "-p", "target-attach-cpu{{cpu=nosuchcpu}}"], ["unknown CPU"]),
+])
+def test_smelt_opt_user_errors_are_one_line(model_path, tmp_path, capsys, argv,
+                                            words):
+    argv = [a.format(model=model_path, tmp=tmp_path) for a in argv]
+    assert opt.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error" not in err
+    assert all(w in err for w in words), err
+
+
 def _broken(self, ctx, module):
     raise ZeroDivisionError("a bug")
 
