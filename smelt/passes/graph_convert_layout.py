@@ -18,6 +18,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.transforms.dead_code_elimination import dce
 
 from smelt.dialects import graph, locations
+from smelt.dialects.graph_fused import FusedOp
 from smelt.passes.graph_fuse import is_elementwise
 from smelt.passes.graph_simplify import FoldTranspose
 
@@ -42,6 +43,8 @@ class ToLayout(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, LAYOUT_OPS) or op.attr("layout") == self.layout:
             return
+        if _in_fused(op):
+            return  # a fused body keeps its layout (graph-fuse ran first)
         if len(graph.shape_of(op.operands[0])) != 4:
             return  # only 2-D spatial ops have an NHWC form
         moved = [_transpose(op.operands[0], TO_NHWC)]
@@ -61,6 +64,8 @@ class SinkTranspose(RewritePattern):
     axis mapped. Transposes that then meet cancel (graph-simplify's rule)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if _in_fused(op):
+            return
         if isinstance(op, graph.ConcatOp):
             return self.concat(op, rewriter)
         if not is_elementwise(op) or not op.operands:
@@ -100,6 +105,10 @@ class SinkTranspose(RewritePattern):
         back = graph.TransposeOp.build([new.result], perm=list(perm))
         locations.inherit([new, back], op)
         rewriter.replace(op, [new, back])
+
+
+def _in_fused(op: Operation) -> bool:
+    return isinstance(op.parent_op(), FusedOp)
 
 
 def _is_scalar(v: SSAValue) -> bool:

@@ -80,3 +80,22 @@ def test_resnet50_nhwc_keeps_transposes_at_the_borders():
     convs = [op for op in ops if isinstance(op, graph.Conv2dOp)]
     assert len(convs) == 53 and all(c.attr("layout") == "nhwc" for c in convs)
     assert sum(isinstance(op, graph.TransposeOp) for op in ops) == 2
+
+
+def test_layout_after_fuse_leaves_fused_bodies_alone():
+    """graph-fuse before graph-convert-layout (an order explore tries): the fused
+    convs keep NCHW, the loose pools switch, and the compiled model still matches."""
+    import smelt
+
+    model, feeds = build("light_squeezenet")
+    pipeline = ("graph-simplify,graph-fuse,graph-convert-layout{layout=nhwc},"
+                "convert-graph-to-loop,buffer-plan")
+    module = import_model(model)
+    lower(module, pipeline.rsplit(",convert", 1)[0])
+    convs = [op for op in module.walk() if isinstance(op, graph.Conv2dOp)]
+    assert convs and all(c.attr("layout") == "nchw" for c in convs)
+    compiled = smelt.compile(model, "cpu", pipeline=pipeline)
+    want = run_graph(import_model(model), feeds)
+    got = compiled.run(feeds)
+    for name, value in want.items():
+        assert rel_error(got[name], value) <= 1e-4
