@@ -90,39 +90,62 @@ def validate(model: onnx.ModelProto) -> None:
         _raise(problems)
 
 
-def _external_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto | None:
-    """`model`, or a copy whose external initializers became typed graph inputs.
+def _weights_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """`model`, or a slim copy whose weights became typed graph inputs.
 
-    The checker reads external data relative to the process's folder when given
-    a ModelProto (it has no other), and smelt leaves the data on disk until the
-    import reads it; as graph inputs of the same type and shape the weights check
-    and infer alike (onnx writes small tensors inline, so no shape-deciding value
-    is lost). None when an external tensor lies elsewhere (a node attribute or a
-    subgraph): the full check is then skipped, smelt's own checks having run."""
-    external = {
-        t.name for t in model.graph.initializer
-        if external_data_helper.uses_external_data(t)
-    }  # fmt: skip
-    if not external:
+    Moved: external initializers (the checker reads external data relative to
+    the process's folder when given a ModelProto, and smelt leaves the data on
+    disk until the import reads it) and large float initializers (the checker
+    serializes the whole model: seconds for a few hundred MB). As graph inputs
+    of the same type and shape the weights check and infer alike; integer
+    tensors and small ones stay, so no shape-deciding value is lost. None when
+    an external tensor lies elsewhere (a node attribute or a subgraph): the full
+    check is then skipped, smelt's own checks having run."""
+    graph = model.graph
+    moved = [t for t in graph.initializer if _is_weight(t)]
+    if not moved:
         return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    graph = copy.graph
-    kept = [t for t in graph.initializer if t.name not in external]
-    moved = [t for t in graph.initializer if t.name in external]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    listed = {i.name for i in graph.input}
-    for t in moved:
-        if t.name not in listed:
-            graph.input.append(
-                helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-            )
-    nested = any(
-        external_data_helper.uses_external_data(t)
-        for t in graph_tensors(graph)
-    )
+    names = {t.name for t in moved}
+    slim = _copy_fields(graph, onnx.GraphProto(), skip="initializer")
+    slim.initializer.extend(t for t in graph.initializer if t.name not in names)
+    listed = {i.name for i in slim.input}
+    slim.input.extend(
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        for t in moved if t.name not in listed
+    )  # fmt: skip
+    copy = _copy_fields(model, onnx.ModelProto(), skip="graph")
+    copy.graph.CopyFrom(slim)
+    nested = any(external_data_helper.uses_external_data(t) for t in graph_tensors(slim))
     return None if nested else copy
+
+
+def _copy_fields(source, target, skip: str):
+    """`target` given every field of message `source` but `skip` (copied)."""
+    for field, value in source.ListFields():
+        if field.name == skip:
+            continue
+        if hasattr(value, "extend"):  # a repeated field
+            getattr(target, field.name).extend(value)
+        elif hasattr(value, "CopyFrom"):
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
+    return target
+
+
+_FLOATS = {
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+}
+
+
+def _is_weight(t: onnx.TensorProto) -> bool:
+    if external_data_helper.uses_external_data(t):
+        return True
+    count = 1
+    for d in t.dims:
+        count *= d
+    return t.data_type in _FLOATS and count > 4096
 
 
 def _with_output_types(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -182,11 +205,11 @@ _IR3_INITIALIZER = "in initializer but not in graph input"
 def full_check(model: onnx.ModelProto) -> None:
     """onnx's own checker with strict shape inference must accept `model` (run
     after smelt's import, whose messages name nodes better)."""
+    model = _weights_as_inputs(model)
+    if model is None:
+        return  # external tensors in subgraphs or attributes: see _weights_as_inputs
     if model.ByteSize() > FULL_CHECK_LIMIT:
         return  # too large for the checker's in-memory form; ours above still ran
-    model = _external_as_inputs(model)
-    if model is None:
-        return  # external tensors in subgraphs or attributes: see _external_as_inputs
     try:
         checked = _with_output_types(_stft_onesided(model))
         onnx.checker.check_model(checked, full_check=True)

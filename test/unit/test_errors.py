@@ -3,7 +3,7 @@ inside smelt comes out as one InternalError naming the stage, never a traceback.
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import smelt
 from smelt.compiler import cli
@@ -92,3 +92,28 @@ def test_models_onnx_full_check_rejects_are_refused():
         smelt.compile(named, "cpu")
     smelt.compile(_relu_declared([5, 5]), "cpu", check_model=False)
     smelt.compile(_relu_declared(None), "cpu")  # unshaped outputs are inferred
+
+
+def test_full_check_sees_large_weights_as_typed_inputs():
+    """Large float weights reach onnx's checker as typed graph inputs (it would
+    serialize them: seconds for a model of hundreds of MB): a declared shape that
+    contradicts a weight's shape is still refused, a right one compiles, and the
+    caller's model keeps its initializers."""
+    w = np.ones((64, 128), np.float32)  # 8,192 elements: moved
+    shape = numpy_helper.from_array(np.array([1, 8192], np.int64), "s")  # stays
+
+    def model(declared):
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Reshape", ["m", "s"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, declared)],
+            [numpy_helper.from_array(w, "w"), shape],
+        )  # fmt: skip
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    with pytest.raises(smelt.InvalidModel, match="declared type of 'y'"):
+        smelt.compile(model([1, 4096]), "cpu")
+    good = model([1, 8192])
+    smelt.compile(good, "cpu")
+    assert [t.name for t in good.graph.initializer] == ["w", "s"]
