@@ -1,9 +1,11 @@
-"""graph-simplify: CSE, DCE, no-op removal and reshape/transpose chain folding."""
+"""graph-simplify: CSE, DCE, no-op removal, reshape/transpose chain folding and
+small integer powers as products."""
 
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import AnyFloat, ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -105,6 +107,31 @@ class ComposeDataMovement(RewritePattern):
         rewriter.replace(op, new)
 
 
+class PowBySmallInteger(RewritePattern):
+    """x ** c with a float x and a constant c that is 1, 2 or 3 everywhere → x,
+    x·x, x·x·x (as onnxruntime's Pow does): exporters write GELU's tanh form and
+    variances so, and powf per element is a libm call that never vectorizes."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.PowOp, rewriter: PatternRewriter) -> None:
+        x, c = op.operands
+        if not isinstance(c.owner, graph.ConstantOp) or x.type != op.result.type:
+            return
+        if not isinstance(x.type.element_type, AnyFloat):
+            return
+        values = np.unique(c.owner.to_array())
+        if values.size != 1 or values[0] not in (1, 2, 3):
+            return
+        if values[0] == 1:
+            rewriter.replace(op, (), (x,))
+            return
+        new = [graph.MulOp.build([x, x])]
+        if values[0] == 3:
+            new.append(graph.MulOp.build([new[0].results[0], x]))
+        locations.inherit(new, op)
+        rewriter.replace(op, new)
+
+
 @dataclass(frozen=True)
 class GraphSimplifyPass(ModulePass):
     """Removes work that changes nothing: duplicates, dead ops, identities, and
@@ -124,6 +151,7 @@ class GraphSimplifyPass(ModulePass):
                     FoldReshape(),
                     FoldTranspose(),
                     ComposeDataMovement(),
+                    PowBySmallInteger(),
                 ]
             )
         ).rewrite_module(op)

@@ -99,3 +99,37 @@ def test_layout_after_fuse_leaves_fused_bodies_alone():
     got = compiled.run(feeds)
     for name, value in want.items():
         assert rel_error(got[name], value) <= 1e-4
+
+
+def test_small_integer_powers_match_onnxruntime():
+    """GELU's tanh form as exporters write it (Pow(x, 3)) and a variance
+    (Pow(d, 2)): graph-simplify turns them into products; the compiled model
+    matches onnxruntime, with NaN, infinities and negative bases among inputs."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    import smelt
+
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+              [("three", 3.0), ("two", [2.0]), ("k", 0.044715)]]
+    nodes = [
+        helper.make_node("Pow", ["x", "three"], ["cube"]),
+        helper.make_node("Mul", ["cube", "k"], ["t"]),
+        helper.make_node("Add", ["x", "t"], ["u"]),
+        helper.make_node("Tanh", ["u"], ["y"]),
+        helper.make_node("Pow", ["x", "two"], ["sq"]),
+    ]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes, "g", [vi("x", TensorProto.FLOAT, [4, 1000])],
+        [vi("y", TensorProto.FLOAT, [4, 1000]), vi("sq", TensorProto.FLOAT, [4, 1000]),
+         vi("cube", TensorProto.FLOAT, [4, 1000])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(3).standard_normal((4, 1000)).astype(np.float32) * 10
+    x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    compiled = smelt.compile(model, "cpu")
+    got = compiled.run({"x": x})
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    for name, want in zip(["y", "sq", "cube"], session.run(None, {"x": x})):
+        np.testing.assert_allclose(got[name], want, rtol=1e-6, atol=0)

@@ -78,3 +78,28 @@ func.func @not_a_regrouping(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
   %c = graph.transpose %b {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
   func.return %c : tensor<3x2xf32>
 }
+
+// Small integer powers of floats become products; other exponents, integer
+// bases and broadcasting powers stay.
+// CHECK-LABEL: func.func @powers
+// CHECK:      %[[SQ:.*]] = graph.mul %arg0, %arg0
+// CHECK-NEXT: %[[CU:.*]] = graph.mul %[[SQ]], %arg0
+// CHECK-NEXT: %[[H:.*]] = graph.pow %arg0
+// CHECK-NEXT: %[[I:.*]] = graph.pow %arg1
+// CHECK-NEXT: %[[B:.*]] = graph.pow %arg0
+// CHECK-NEXT: func.return %[[SQ]], %[[CU]], %arg0, %[[H]], %[[I]], %[[B]]
+func.func @powers(%arg0: tensor<4xf32>, %arg1: tensor<4xi32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xi32>, tensor<2x4xf32>) {
+  %two = graph.constant dense<2.0> : tensor<f32>
+  %three = graph.constant dense<3.0> : tensor<1xf32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %half = graph.constant dense<0.5> : tensor<f32>
+  %itwo = graph.constant dense<2> : tensor<i32>
+  %wide = graph.constant dense<2.0> : tensor<2x4xf32>
+  %0 = graph.pow %arg0, %two : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %1 = graph.pow %arg0, %three : (tensor<4xf32>, tensor<1xf32>) -> tensor<4xf32>
+  %2 = graph.pow %arg0, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %3 = graph.pow %arg0, %half : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %4 = graph.pow %arg1, %itwo : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+  %5 = graph.pow %arg0, %wide : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.return %0, %1, %2, %3, %4, %5 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xi32>, tensor<2x4xf32>
+}
