@@ -104,11 +104,36 @@ def _exp_sweeps(io: KernelIO, op, write, of_total=lambda a, total: total) -> Non
 
 
 def emit_softmax(io: KernelIO, op: graph.SoftmaxOp) -> None:
-    """exp(x - max) / sum of exp(x - max) along `axis`."""
+    """exp(x - max) / sum of exp(x - max) along `axis`. With an output buffer of
+    the compute type (f32, f64) as scratch, as onnxruntime's kernel does: the sum
+    sweep also stores exp(x - max), the last sweep scales it by 1 / sum (one exp
+    per element, no division); otherwise the last sweep recomputes the exp."""
+    scratch = io.result_buffer(0)
+    element = graph.element_type_of(op.result)
+    if scratch is not None and element in (dtypes.f32, dtypes.f64):
+        return _softmax_in_place(io, op, scratch)
     _exp_sweeps(
         io, op,
         lambda a, x, peak, total: a.div(a.math(math.ExpOp, a.sub(x, peak)), total),
     )  # fmt: skip
+
+
+def _softmax_in_place(io: KernelIO, op: graph.SoftmaxOp, scratch: SSAValue) -> None:
+    k, a = io.k, _arith(io, op)
+    with _along_axis(io, op) as (n, at):
+        (peak,) = k.reduce(
+            [n], [a.lowest()], lambda j, acc: [a.max(acc[0], io.read(0, at(j[0])))]
+        )
+
+        def add_exp(j: list[Index], acc: list[SSAValue]) -> list[SSAValue]:
+            e = a.math(math.ExpOp, a.sub(io.read(0, at(j[0])), peak))
+            k.store(e, scratch, at(j[0]))
+            return [a.add(acc[0], e)]
+
+        (total,) = k.reduce([n], [a.zero()], add_exp)
+        scale = a.div(a.one(), total)
+        with k.loop(n) as j:
+            io.write(0, a.mul(k.load(scratch, at(j)), scale), at(j))
 
 
 def emit_log_softmax(io: KernelIO, op: graph.LogSoftmaxOp) -> None:

@@ -185,16 +185,20 @@ func.func @gather(%x: tensor<5x3xf32>, %i: tensor<2xi64>) -> tensor<2x3xf32> {
 }
 
 // A fused region is one kernel: the softmax sweeps read through the prologue (mul)
-// and write through the epilogue (neg).
+// and write through the epilogue (neg); exp(x - max) waits in the output buffer,
+// scaled by 1 / sum in the last sweep.
 // CHECK-LABEL: func.func @fused_softmax_0(
 // CHECK:         loop.for {{.*}} reduction iter_args
 // CHECK:           arith.mulf
 // CHECK:           arith.maximumf
 // CHECK:         loop.for {{.*}} reduction iter_args
-// CHECK:           math.exp
+// CHECK:           %[[E:.*]] = math.exp
+// CHECK-NEXT:      memref.store %[[E]], %[[OUT:.*]][
+// CHECK:         %[[INV:.*]] = arith.divf
 // CHECK:         loop.for {{.*}} parallel {
-// CHECK:           arith.divf
-// CHECK-NEXT:      arith.negf
+// CHECK:           %[[L:.*]] = memref.load %[[OUT]]
+// CHECK-NEXT:      %[[S:.*]] = arith.mulf %[[L]], %[[INV]]
+// CHECK-NEXT:      arith.negf %[[S]]
 // CHECK-NEXT:      memref.store
 // CHECK-LABEL: func.func @fused(
 // CHECK-NOT:     loop.alloc
