@@ -1,7 +1,9 @@
-"""ONNX control flow that folds at import: If with a condition known at compile time
-is replaced by its chosen branch; Loop with a constant trip count and no
-data-dependent exit, and Scan over a static sequence length, are unrolled into graph
-ops (at most MAX_UNROLL iterations). Anything else is refused, naming the reason:
+"""ONNX control flow: If with a condition known at compile time is replaced by its
+chosen branch; Loop with a constant trip count and no data-dependent exit becomes
+`graph.loop` (a loop in the compiled code, frontend/onnx_loop.py); a short Loop
+that cannot (a condition that depends on the iteration number, a carried value
+that grows), and Scan over a static sequence length, are unrolled into graph ops
+(at most MAX_UNROLL iterations). Anything else is refused, naming the reason:
 smelt compiles one static graph."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import onnx
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import _POISON, Const, NodeContext, Value, shape_of
+from smelt.frontend.onnx_loop import NotALoop, as_loop
 from smelt.frontend.onnx_ops import axis_of
 from smelt.registry import Table
 
@@ -102,8 +105,8 @@ def _scalar(ctx: NodeContext, i: int, what: str) -> Const | None:
         return None
     if not isinstance(v, Const):
         raise ctx.unsupported(
-            f"its {what} is computed at run time; smelt unrolls a Loop at import, "
-            "so it must be known at compile time: " + _fix_hint(ctx, v)
+            f"its {what} is computed at run time; smelt compiles a Loop whose "
+            "iteration count is known at compile time: " + _fix_hint(ctx, v)
         )
     if v.array.size != 1:
         raise SmeltError(f"{ctx.label}: its {what} must hold one element")
@@ -128,8 +131,17 @@ def _loop(ctx: NodeContext) -> list[Value]:
     going = True if cond is None else bool(cond.array.reshape(-1)[0])
     if limit is None and cond is None:
         raise ctx.unsupported("it has neither a trip count nor a condition")
-    if limit is not None and limit > MAX_UNROLL and going:
-        raise _too_long(ctx, limit, "trip count")
+    if limit is not None and limit >= 1 and going:
+        try:
+            return as_loop(ctx, body, carried, limit)
+        except NotALoop as why:
+            if limit > MAX_UNROLL:
+                raise ctx.unsupported(
+                    f"it cannot be compiled as a loop: {why}; and its trip count "
+                    f"{limit} is too many iterations to unroll at import (at most "
+                    f"{MAX_UNROLL})"
+                ) from None
+            # a short loop is unrolled: its iterations may fold what a loop cannot
     scans: list[list[Value]] = [[] for _ in range(n_scan)]
     i = 0
     while going and (limit is None or i < limit):
