@@ -34,10 +34,6 @@ from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import copy_nest
 from smelt.lowering.scalar_ops import memref_type
 
-ITERATIONS_ATTR = "loop.iterations"
-"""On a kernel: it runs a sequential loop of this many iterations around several
-loop nests (the kernel of a `graph.loop`)."""
-
 I64 = IntegerType(64)
 
 
@@ -175,7 +171,7 @@ def lower_loop(ctx: LoweringContext, op: graph.LoopOp) -> None:
                                           if b in r.read_only)]))  # fmt: skip
     written = list(dict.fromkeys(r.written))
     k = ctx.kernel("loop", read, written)
-    k.func.attributes[ITERATIONS_ATTR] = IntAttr(op.trips)
+    k.func.attributes[loop.ITERATIONS_ATTR] = IntAttr(op.trips)
     inner = {**dict(zip(read, k.inputs)), **dict(zip(written, k.outputs))}
 
     def at(body_value: SSAValue) -> SSAValue:
