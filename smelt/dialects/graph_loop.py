@@ -10,11 +10,13 @@ from xdsl.irdl import (
     attr_def,
     irdl_op_definition,
     region_def,
+    traits_def,
     var_operand_def,
     var_result_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects.graph_base import *
@@ -41,6 +43,9 @@ class LoopOp(GraphOp):
     """
 
     FOLDABLE: ClassVar[bool] = False  # folding would run every iteration at compile
+    # The body sees outer values only as block arguments: CSE keeps its scope, and
+    # the lowering and the reference executor run the body on its own.
+    traits = traits_def(Pure(), IsolatedFromAbove())
 
     name = "graph.loop"
     inputs = var_operand_def(TensorType)

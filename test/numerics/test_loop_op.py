@@ -246,3 +246,49 @@ def test_the_triton_target_refuses_the_loop_kernel() -> None:
     ConvertGraphToLoopPass().apply(Context(), module)
     with pytest.raises(smelt.SmeltError, match="Loop.*triton target cannot"):
         module_kernels(module)
+
+
+def test_around_and_inside_a_loop_the_graph_passes_keep_it_right() -> None:
+    """A Conv feeds the loop (graph-convert-layout may move it to NHWC), the body
+    holds a Conv of its own, and elementwise ops around the loop may fuse."""
+    conv_body = h.make_graph(
+        [
+            h.make_node("Identity", ["cond_in"], ["cond_out"]),
+            h.make_node("Conv", ["v_in", "K"], ["cv"], pads=[1, 1, 1, 1]),
+            h.make_node("Tanh", ["cv"], ["tc"]),
+            h.make_node("Add", ["tc", "feat"], ["v_out"]),
+        ],
+        "conv_body",
+        [
+            _info("i", I64, []),
+            _info("cond_in", BOOL, []),
+            _info("v_in", F32, [1, 4, 6, 6]),
+        ],
+        [_info("cond_out", BOOL, []), _info("v_out", F32, [1, 4, 6, 6])],
+        [],
+    )
+    rng = np.random.default_rng(3)
+    kernel = (rng.standard_normal((4, 4, 3, 3)) * 0.2).astype(np.float32)
+    graph = h.make_graph(
+        [
+            h.make_node("Conv", ["x", "K0"], ["feat0"], pads=[1, 1, 1, 1]),
+            h.make_node("Relu", ["feat0"], ["feat"]),
+            h.make_node("Loop", ["M", "", "feat"], ["v"], body=conv_body),
+            h.make_node("Sigmoid", ["v"], ["y"]),
+        ],
+        "conv_loop",
+        [_info("x", F32, [1, 3, 6, 6])],
+        [_info("y", F32, [1, 4, 6, 6])],
+        [
+            h.make_tensor("M", I64, [], [20]),
+            h.make_tensor("K", F32, [4, 4, 3, 3], kernel.ravel()),
+            h.make_tensor(
+                "K0", F32, [4, 3, 3, 3], rng.standard_normal(108).astype(np.float32)
+            ),
+        ],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    feeds = {"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    for threads in (1, 2):
+        got = smelt.compile(model, threads=threads).run(feeds)
+        _close(got, _expected(model, feeds))
