@@ -6,7 +6,8 @@ then that @main is replayed inside the iteration loop: each kernel call becomes 
 called kernel's nests, inlined over the loop kernel's buffers. Every buffer of the
 body's @main becomes a buffer of the outer @main, handed to the loop kernel:
 
-* the iteration number: a scratch tensor<i64> written at each iteration's start;
+* the iteration number: a scratch tensor<i64> written at each iteration's start
+  (when the body reads it);
 * carried values: the loop's result buffers (the state); the body writes their next
   values into scratch buffers, copied back into the state at the iteration's end;
 * scan outputs: the body writes one element into a scratch buffer, copied into the
@@ -101,8 +102,10 @@ class _Replay:
         args = list(main.body.block.args)
         n_in = len(op.inputs) + 1
         ins, outs = args[:n_in], args[n_in:]
-        counter = self.scratch(MemRefType(I64, []))
-        self.outer[ins[0]] = counter
+        counter = None  # the iteration number, where the body reads it
+        if ins[0].uses:
+            counter = self.scratch(MemRefType(I64, []))
+            self.outer[ins[0]] = counter
         state = [ctx.result_buffer(r) for r in op.outputs[:n]]
         self.written += state
         scans = [ctx.result_buffer(r) for r in op.outputs[n:]]
@@ -180,7 +183,8 @@ def lower_loop(ctx: LoweringContext, op: graph.LoopOp) -> None:
     for src, dst in zip(inputs, state):
         copy_nest(k, inner[src], inner[dst], shape(src), lambda ivs: ivs)
     with k.loop(op.trips, loop.REDUCTION) as t:
-        k.store(k.op(arith.IndexCastOp, t, I64), inner[counter], [])
+        if counter is not None:
+            k.store(k.op(arith.IndexCastOp, t, I64), inner[counter], [])
         for o in main.body.block.ops:
             if isinstance(o, func.CallOp):
                 callee = by_name[o.callee.root_reference.data]
