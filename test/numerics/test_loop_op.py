@@ -292,3 +292,58 @@ def test_around_and_inside_a_loop_the_graph_passes_keep_it_right() -> None:
     for threads in (1, 2):
         got = smelt.compile(model, threads=threads).run(feeds)
         _close(got, _expected(model, feeds))
+
+
+def test_a_body_that_gathers_row_i_and_carries_an_integer() -> None:
+    """The usual sequence loop: row i of an outer input by Gather, an int64
+    running sum of the iteration numbers, a constant scan output."""
+    steps, n = 50, 8
+    body = h.make_graph(
+        [
+            h.make_node("Identity", ["cond_in"], ["cond_out"]),
+            h.make_node("Gather", ["seq", "i"], ["row"], axis=0),
+            h.make_node("Add", ["acc_in", "row"], ["acc_out"]),
+            h.make_node("Add", ["isum_in", "i"], ["isum_out"]),
+            h.make_node("Identity", ["k"], ["kk"]),
+        ],
+        "gather_body",
+        [
+            _info("i", I64, []),
+            _info("cond_in", BOOL, []),
+            _info("acc_in", F32, [n]),
+            _info("isum_in", I64, []),
+        ],
+        [
+            _info("cond_out", BOOL, []),
+            _info("acc_out", F32, [n]),
+            _info("isum_out", I64, []),
+            _info("kk", F32, [2]),
+        ],
+        [h.make_tensor("k", F32, [2], [1.5, -2.0])],
+    )
+    graph = h.make_graph(
+        [
+            h.make_node(
+                "Loop", ["M", "", "a0", "s0"], ["acc", "isum", "ks"], body=body
+            )
+        ],
+        "gather_loop",
+        [_info("seq", F32, [steps, n]), _info("a0", F32, [n])],
+        [
+            _info("acc", F32, [n]),
+            _info("isum", I64, []),
+            _info("ks", F32, [steps, 2]),
+        ],
+        [
+            h.make_tensor("M", I64, [], [steps]),
+            h.make_tensor("s0", I64, [], [0]),
+        ],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    rng = np.random.default_rng(4)
+    feeds = {
+        "seq": rng.standard_normal((steps, n)).astype(np.float32),
+        "a0": rng.standard_normal(n).astype(np.float32),
+    }
+    assert any(isinstance(o, g.LoopOp) for o in import_model(model).walk())
+    _close(smelt.compile(model).run(feeds), _expected(model, feeds))
