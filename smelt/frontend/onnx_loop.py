@@ -6,6 +6,8 @@ and the handler unrolls a short loop or refuses."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 from xdsl.dialects.builtin import i64
@@ -24,13 +26,25 @@ def _type_name(v: Value) -> str:
     return f"{list(g.shape_of(t))} {t.element_type}"
 
 
+Bind = Callable[[SSAValue, list[SSAValue]], list[Value]]
+
+
 def as_loop(
-    ctx: NodeContext, body: onnx.GraphProto, carried: list[Value], trips: int
+    ctx: NodeContext,
+    body: onnx.GraphProto,
+    carried: list[Value],
+    trips: int,
+    bind: Bind | None = None,
 ) -> list[Value]:
     """The results of `graph.loop` running `body` `trips` (>= 1) times over the
     carried values `carried`; NotALoop when the body does not fit (a run-time
     condition, a carried value that changes shape, a body node that needs the
-    iteration number at compile time). Nothing stays recorded then."""
+    iteration number at compile time). Nothing stays recorded then.
+
+    Without `bind`, `body` is a Loop body (inputs: iteration number, condition,
+    carried values; outputs: condition, carried values, scan elements). With it,
+    bind(iteration number, carried values) gives the body's inputs (emitting the
+    graph ops that compute them) and the body has no condition output (Scan)."""
     imp = ctx.importer
     outer = imp.block
     marks = len(imp.unsupported), len(imp.errors), len(imp.dynamic)
@@ -38,9 +52,11 @@ def as_loop(
     counter, *state = block.args
     imp.block = block
     try:
-        outputs = imp.inline(
-            body, [counter, Const(np.array(True)), *state], ctx.node, ctx.label, ctx.opset
-        )
+        if bind is None:
+            bindings = [counter, Const(np.array(True)), *state]
+        else:
+            bindings = bind(counter, state)
+        outputs = imp.inline(body, bindings, ctx.node, ctx.label, ctx.opset)
         problems = _problems_since(imp, marks)
         if problems or any(v is _POISON for v in outputs):
             raise NotALoop(
@@ -48,16 +64,20 @@ def as_loop(
                 + "; ".join(problems)
                 + ")"
             )
-        _check_condition(outputs[0])
+        if bind is None:
+            _check_condition(outputs[0])
+            outputs = outputs[1:]
+        first = 2 if bind is None else 0
         n = len(carried)
-        for i, (before, after) in enumerate(zip(carried, outputs[1 : 1 + n])):
+        for i, (before, after) in enumerate(zip(carried, outputs[:n])):
             if before.type != after.type:
                 raise NotALoop(
-                    f"its carried value {i} ('{body.input[2 + i].name}') changes from "
+                    f"its carried value {i} ('{body.input[first + i].name}') changes "
+                    f"from "
                     f"{_type_name(before)} to {_type_name(after)} in an iteration; "
                     "a loop needs it to keep its shape"
                 )
-        yielded = [imp.materialize(v) for v in outputs[1:]]
+        yielded = [imp.materialize(v) for v in outputs]
         block.add_op(g.YieldOp.create(operands=yielded))
     except BaseException:
         imp.block = outer

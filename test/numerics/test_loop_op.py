@@ -347,3 +347,65 @@ def test_a_body_that_gathers_row_i_and_carries_an_integer() -> None:
     }
     assert any(isinstance(o, g.LoopOp) for o in import_model(model).walk())
     _close(smelt.compile(model).run(feeds), _expected(model, feeds))
+
+
+@pytest.mark.parametrize("steps", [3, 1000])
+def test_scan_is_a_loop(steps: int) -> None:
+    """Scan-9+: input 0 scanned along axis 1 backwards, output 1 stacked along
+    axis 1 in reverse order; a running sum and a running product as state."""
+    n = 4
+    body = h.make_graph(
+        [
+            h.make_node("Add", ["s_in", "a"], ["s_out"]),
+            h.make_node("Mul", ["p_in", "b"], ["p_out"]),
+            h.make_node("Tanh", ["s_out"], ["y0"]),
+            h.make_node("Sub", ["p_out", "a"], ["y1"]),
+        ],
+        "scan_body",
+        [
+            _info("s_in", F32, [n]),
+            _info("p_in", F32, [n]),
+            _info("a", F32, [n]),
+            _info("b", F32, [n]),
+        ],
+        [
+            _info("s_out", F32, [n]),
+            _info("p_out", F32, [n]),
+            _info("y0", F32, [n]),
+            _info("y1", F32, [n]),
+        ],
+    )
+    scan = h.make_node(
+        "Scan", ["s0", "p0", "xa", "xb"], ["s", "p", "ys0", "ys1"], body=body,
+        num_scan_inputs=2, scan_input_axes=[1, 0], scan_input_directions=[1, 0],
+        scan_output_axes=[0, 1], scan_output_directions=[0, 1],
+    )  # fmt: skip
+    graph = h.make_graph(
+        [scan],
+        "scan",
+        [
+            _info("s0", F32, [n]),
+            _info("p0", F32, [n]),
+            _info("xa", F32, [n, steps]),
+            _info("xb", F32, [steps, n]),
+        ],
+        [
+            _info("s", F32, [n]),
+            _info("p", F32, [n]),
+            _info("ys0", F32, [steps, n]),
+            _info("ys1", F32, [n, steps]),
+        ],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    rng = np.random.default_rng(5)
+    feeds = {
+        "s0": rng.standard_normal(n).astype(np.float32),
+        "p0": rng.standard_normal(n).astype(np.float32),
+        "xa": rng.standard_normal((n, steps)).astype(np.float32) * 0.1,
+        "xb": rng.uniform(0.9, 1.1, (steps, n)).astype(np.float32),
+    }
+    module = import_model(model)
+    assert any(isinstance(o, g.LoopOp) for o in module.walk())
+    want = _expected(model, feeds)
+    _close(run_graph(module, feeds), want)
+    _close(smelt.compile(model, threads=2).run(feeds), want)
