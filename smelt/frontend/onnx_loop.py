@@ -6,15 +6,19 @@ and the handler unrolls a short loop or refuses."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 import onnx
-from xdsl.dialects.builtin import i64
+from xdsl.dialects.builtin import TensorType, i64
 from xdsl.ir import Block, BlockArgument, OpResult, Region, SSAValue
 
+from smelt.dialects import dtypes
 from smelt.dialects import graph as g
+from smelt.errors import ResourceLimit
 from smelt.frontend.onnx import _POISON, Const, NodeContext, Value
+from smelt.targets.memory import describe_limit, gib, resolve_limit
 
 
 class NotALoop(Exception):
@@ -87,10 +91,12 @@ def as_loop(
     _release_constants(imp, block)
     invariants = _close_over(block)
     inits = [imp.materialize(v) for v in carried]
-    result_types = [v.type for v in carried] + [
+    scans = [
         g.tensor(t.element_type, (trips, *t.get_shape()))
         for t in (v.type for v in yielded[n:])
     ]
+    _check_scan_sizes(ctx, scans)
+    result_types = [v.type for v in carried] + scans
     op = g.LoopOp.create(
         operands=[*inits, *invariants],
         result_types=result_types,
@@ -104,6 +110,21 @@ def as_loop(
     op.verify()
     outer.add_op(op)
     return list(op.results)
+
+
+def _check_scan_sizes(ctx: NodeContext, scans: list[TensorType]) -> None:
+    """A ResourceLimit when the scan outputs would not fit the memory limit (an
+    endless loop, trip count 2**63 - 1, that stacks a scan output)."""
+    nbytes = sum(
+        dtypes.byte_size(t.element_type) * math.prod(t.get_shape()) for t in scans
+    )
+    limit = resolve_limit(ctx.importer.memory_limit)
+    if limit and nbytes > limit:
+        raise ResourceLimit(
+            f"{ctx.label}: its scan outputs ({', '.join(str(t) for t in scans[:2])}) "
+            f"would take {gib(nbytes)}, more than "
+            f"{describe_limit(ctx.importer.memory_limit)}"
+        )
 
 
 def _check_condition(cond: Value) -> None:

@@ -409,3 +409,9 @@ def test_scan_is_a_loop(steps: int) -> None:
     want = _expected(model, feeds)
     _close(run_graph(module, feeds), want)
     _close(smelt.compile(model, threads=2).run(feeds), want)
+
+
+def test_an_endless_loop_with_a_scan_output_is_refused_by_size() -> None:
+    model = loop_model(2**62)
+    with pytest.raises(smelt.SmeltError, match="Loop#0: its scan outputs .* would take"):
+        import_model(model)
