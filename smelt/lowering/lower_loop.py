@@ -25,15 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import IndexType, IntAttr, IntegerType, MemRefType
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import IntAttr, IntegerType, MemRefType
+from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import graph, loop
 from smelt.errors import SmeltError
 from smelt.lowering.loop_builder import Index, KernelBuilder, element_type, shape
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import copy_nest
-from smelt.lowering.scalar_ops import memref_type
 
 I64 = IntegerType(64)
 
@@ -71,7 +70,6 @@ def _reshaping_copy(k: KernelBuilder, src: SSAValue, dst: SSAValue) -> None:
         )
     dims = shape(dst)
     with k.nest(dims) as ivs:
-        flat = k.index(0)
         stride = 1
         terms = []
         for iv, d in zip(reversed(ivs), reversed(dims)):
@@ -162,7 +160,7 @@ def lower_loop(ctx: LoweringContext, op: graph.LoopOp) -> None:
     loop over the iterations running the body's nests (see the module docstring)."""
     from smelt.lowering.convert_graph_to_loop import lower_function
 
-    lowered = lower_function(_body_function(op), ctx._taken)
+    lowered = lower_function(_body_function(op), ctx.taken_names)
     *kernels, main = lowered
     by_name = {f.sym_name.data: f for f in kernels}
     r = _Replay(ctx, op)
