@@ -64,7 +64,8 @@ def as_loop(
         problems = _problems_since(imp, marks)
         if problems or any(v is _POISON for v in outputs):
             raise NotALoop(
-                "a node of its body cannot be compiled inside a loop ("
+                "a node of its body cannot be compiled inside a loop, where the "
+                "iteration number and the carried values are run-time values ("
                 + "; ".join(problems)
                 + ")"
             )

@@ -439,3 +439,46 @@ def test_the_nests_of_a_big_body_run_on_threads() -> None:
     )
     assert any(THREADS_ATTR in o.attributes for o in kernel.walk())
     _close(smelt.compile(model, threads=2).run(feeds), _expected(model, feeds))
+
+
+def _slice_body() -> onnx.GraphProto:
+    """test_loop11's body: y += x[i:i+1], a Slice whose starts are the
+    iteration number (smelt's Slice needs them at compile time)."""
+    return h.make_graph(
+        [
+            h.make_node("Identity", ["cond_in"], ["cond_out"]),
+            h.make_node("Add", ["i", "one"], ["end"]),
+            h.make_node("Unsqueeze", ["i", "zero"], ["start1"]),
+            h.make_node("Unsqueeze", ["end", "zero"], ["end1"]),
+            h.make_node("Slice", ["xs", "start1", "end1"], ["row"]),
+            h.make_node("Add", ["v_in", "row"], ["v_out"]),
+        ],
+        "slice_body",
+        [_info("i", I64, []), _info("cond_in", BOOL, []), _info("v_in", F32, [1])],
+        [_info("cond_out", BOOL, []), _info("v_out", F32, [1])],
+        [
+            h.make_tensor("one", I64, [], [1]),
+            h.make_tensor("zero", I64, [1], [0]),
+            h.make_tensor("xs", F32, [100], np.arange(100, dtype=np.float32)),
+        ],
+    )
+
+
+def test_a_short_loop_slicing_by_the_iteration_number_is_unrolled() -> None:
+    model = _single_carry_model(5, _slice_body())
+    x = np.array([1.0, 2.0], np.float32)[:1]
+    model.graph.input[0].CopyFrom(_info("x", F32, [1]))
+    got = smelt.compile(model).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, x + 10.0)
+
+
+def test_a_long_loop_slicing_by_the_iteration_number_is_refused() -> None:
+    model = _single_carry_model(100, _slice_body())
+    model.graph.input[0].CopyFrom(_info("x", F32, [1]))
+    with pytest.raises(
+        smelt.SmeltError,
+        match="Loop 'grow': it cannot be compiled as a loop: a node of its body "
+        "cannot be compiled inside a loop, where the iteration number .*Slice"
+        ".*at most 64",
+    ):
+        smelt.compile(model)
