@@ -55,6 +55,7 @@ def as_loop(
     block = Block(arg_types=[g.tensor(i64, ()), *(v.type for v in carried)])
     counter, *state = block.args
     imp.block = block
+    imp.loop_counters[counter] = trips
     try:
         if bind is None:
             bindings = [counter, Const(np.array(True)), *state]
@@ -86,9 +87,11 @@ def as_loop(
         block.add_op(g.YieldOp.create(operands=yielded))
     except BaseException:
         imp.block = outer
+        del imp.loop_counters[counter]
         _forget(imp, block, marks)
         raise
     imp.block = outer
+    del imp.loop_counters[counter]
     _release_constants(imp, block)
     invariants = _close_over(block)
     inits = [imp.materialize(v) for v in carried]

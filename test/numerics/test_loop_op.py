@@ -441,16 +441,18 @@ def test_the_nests_of_a_big_body_run_on_threads() -> None:
     _close(smelt.compile(model, threads=2).run(feeds), _expected(model, feeds))
 
 
-def _slice_body() -> onnx.GraphProto:
-    """test_loop11's body: y += x[i:i+1], a Slice whose starts are the
-    iteration number (smelt's Slice needs them at compile time)."""
+def _slice_body(end_factor: int = 1) -> onnx.GraphProto:
+    """test_loop11's body: y += sum(xs[i:i*f+1]) (f = `end_factor`), a Slice
+    whose starts are the iteration number."""
     return h.make_graph(
         [
             h.make_node("Identity", ["cond_in"], ["cond_out"]),
-            h.make_node("Add", ["i", "one"], ["end"]),
+            h.make_node("Mul", ["i", "f"], ["fi"]),
+            h.make_node("Add", ["fi", "one"], ["end"]),
             h.make_node("Unsqueeze", ["i", "zero"], ["start1"]),
             h.make_node("Unsqueeze", ["end", "zero"], ["end1"]),
-            h.make_node("Slice", ["xs", "start1", "end1"], ["row"]),
+            h.make_node("Slice", ["xs", "start1", "end1"], ["rows"]),
+            h.make_node("ReduceSum", ["rows"], ["row"], keepdims=1),
             h.make_node("Add", ["v_in", "row"], ["v_out"]),
         ],
         "slice_body",
@@ -458,22 +460,34 @@ def _slice_body() -> onnx.GraphProto:
         [_info("cond_out", BOOL, []), _info("v_out", F32, [1])],
         [
             h.make_tensor("one", I64, [], [1]),
+            h.make_tensor("f", I64, [], [end_factor]),
             h.make_tensor("zero", I64, [1], [0]),
-            h.make_tensor("xs", F32, [100], np.arange(100, dtype=np.float32)),
+            h.make_tensor("xs", F32, [300], np.arange(300, dtype=np.float32)),
         ],
     )
 
 
-def test_a_short_loop_slicing_by_the_iteration_number_is_unrolled() -> None:
-    model = _single_carry_model(5, _slice_body())
-    x = np.array([1.0, 2.0], np.float32)[:1]
+@pytest.mark.parametrize("trips", [5, 100])
+def test_a_loop_slicing_by_the_iteration_number(trips: int) -> None:
+    """x[i:i+1] becomes a Gather at the iteration number: still a loop."""
+    model = _single_carry_model(trips, _slice_body())
     model.graph.input[0].CopyFrom(_info("x", F32, [1]))
+    assert any(isinstance(o, g.LoopOp) for o in import_model(model).walk())
+    x = np.array([1.5], np.float32)
     got = smelt.compile(model).run({"x": x})["y"]
-    np.testing.assert_array_equal(got, x + 10.0)
+    np.testing.assert_array_equal(got, x + np.arange(trips).sum())
 
 
-def test_a_long_loop_slicing_by_the_iteration_number_is_refused() -> None:
-    model = _single_carry_model(100, _slice_body())
+def test_a_short_loop_slicing_a_growing_window_is_unrolled() -> None:
+    model = _single_carry_model(5, _slice_body(2))
+    model.graph.input[0].CopyFrom(_info("x", F32, [1]))
+    x = np.array([1.5], np.float32)
+    want = x + sum(np.arange(i, 2 * i + 1).sum() for i in range(5))
+    np.testing.assert_array_equal(smelt.compile(model).run({"x": x})["y"], want)
+
+
+def test_a_long_loop_slicing_a_growing_window_is_refused() -> None:
+    model = _single_carry_model(100, _slice_body(2))
     model.graph.input[0].CopyFrom(_info("x", F32, [1]))
     with pytest.raises(
         smelt.SmeltError,
@@ -482,3 +496,43 @@ def test_a_long_loop_slicing_by_the_iteration_number_is_refused() -> None:
         ".*at most 64",
     ):
         smelt.compile(model)
+
+
+def test_a_strided_window_at_twice_the_iteration_number() -> None:
+    """Slice(x, 2i, 2i+4, axes=[1], steps=[2]) of an outer input, 10 iterations."""
+    body = h.make_graph(
+        [
+            h.make_node("Identity", ["cond_in"], ["cond_out"]),
+            h.make_node("Mul", ["i", "two"], ["s"]),
+            h.make_node("Add", ["s", "four"], ["e"]),
+            h.make_node("Reshape", ["s", "shape1"], ["s1"]),
+            h.make_node("Reshape", ["e", "shape1"], ["e1"]),
+            h.make_node("Slice", ["xs", "s1", "e1", "axis1", "step2"], ["win"]),
+            h.make_node("Add", ["v_in", "win"], ["v_out"]),
+        ],
+        "window",
+        [_info("i", I64, []), _info("cond_in", BOOL, []), _info("v_in", F32, [3, 2])],
+        [_info("cond_out", BOOL, []), _info("v_out", F32, [3, 2])],
+        [
+            h.make_tensor("two", I64, [], [2]),
+            h.make_tensor("four", I64, [], [4]),
+            h.make_tensor("shape1", I64, [1], [1]),
+            h.make_tensor("axis1", I64, [1], [1]),
+            h.make_tensor("step2", I64, [1], [2]),
+        ],
+    )
+    graph = h.make_graph(
+        [h.make_node("Loop", ["M", "", "v0"], ["v"], body=body)],
+        "m",
+        [_info("xs", F32, [3, 30]), _info("v0", F32, [3, 2])],
+        [_info("v", F32, [3, 2])],
+        [h.make_tensor("M", I64, [], [10])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    rng = np.random.default_rng(6)
+    feeds = {
+        "xs": rng.standard_normal((3, 30)).astype(np.float32),
+        "v0": rng.standard_normal((3, 2)).astype(np.float32),
+    }
+    assert any(isinstance(o, g.LoopOp) for o in import_model(model).walk())
+    _close(smelt.compile(model).run(feeds), _expected(model, feeds))
