@@ -14,6 +14,7 @@ from smelt.dialects.graph_data import *
 from smelt.dialects.graph_elementwise import *
 from smelt.dialects.graph_fused import *
 from smelt.dialects.graph_index import *
+from smelt.dialects.graph_loop import *
 from smelt.dialects.graph_nn import *
 from smelt.dialects.graph_rnn import *
 from smelt.dialects.graph_scan import *
@@ -119,6 +120,7 @@ Graph = Dialect(
         ConstantOp,
         FusedOp,
         YieldOp,
+        LoopOp,
     ],
     [],
 )

@@ -56,6 +56,9 @@ UNROLL_ATTR = "loop.unroll"
 """On a `loop.for`: a hint that the target unrolls the loop by this factor (the
 llvm target: `llvm.loop.unroll.count`), where unrolling in the IR would only
 make the IR, and the time to compile it, that much bigger."""
+ITERATIONS_ATTR = "loop.iterations"
+"""On a kernel: it runs a sequential loop of this many iterations around several
+loop nests (the kernel of a `graph.loop`, smelt/lowering/lower_loop.py)."""
 SCHEDULE_ATTR = "loop.schedule"
 """On a kernel: the schedule steps that loop-schedule-plan chose and
 loop-schedule-apply has yet to run (a list of dictionaries: kind, role, sizes,

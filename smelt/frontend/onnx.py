@@ -244,6 +244,9 @@ class _Importer:
         self.used = onnx_functions.references(self.graph.node)
         self.used |= {o.name for o in self.graph.output}
         self.depth = 0  # nesting of function bodies and subgraphs being imported
+        # the iteration numbers of the graph.loop bodies being imported, and their
+        # trip counts (frontend/onnx_loop.py, onnx_loop_index.py)
+        self.loop_counters: dict[SSAValue, int] = {}
         self.input_names: list[str] = []
         # the node being imported: every op emitted for it carries its name
         self.location: LocationAttr = UnknownLoc()

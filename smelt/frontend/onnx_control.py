@@ -1,6 +1,9 @@
-"""ONNX control flow that folds at import: If with a condition known at compile time
-is replaced by its chosen branch; Loop with a constant trip count and no
-data-dependent exit, and Scan over a static sequence length, are unrolled into graph
+"""ONNX control flow: If with a condition known at compile time is replaced by its
+chosen branch; Loop with a constant trip count and no data-dependent exit, and
+Scan (opset 9 on) over a static sequence length, become `graph.loop` (a loop in the
+compiled code, frontend/onnx_loop.py); a short one that cannot (a condition that
+depends on the iteration number, a carried value that grows, a body node that
+needs the iteration number at compile time), and Scan-8, are unrolled into graph
 ops (at most MAX_UNROLL iterations). Anything else is refused, naming the reason:
 smelt compiles one static graph."""
 
@@ -12,6 +15,7 @@ import onnx
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import _POISON, Const, NodeContext, Value, shape_of
+from smelt.frontend.onnx_loop import NotALoop, as_loop
 from smelt.frontend.onnx_ops import axis_of
 from smelt.registry import Table
 
@@ -73,7 +77,8 @@ def _tensor_body(ctx: NodeContext, body: onnx.GraphProto, first: int) -> None:
 def _too_long(ctx: NodeContext, n: int, what: str) -> SmeltError:
     return ctx.unsupported(
         f"its {what} is {n}; smelt unrolls loops of at most {MAX_UNROLL} iterations "
-        "at import (a longer one would be a loop in the compiled code, not done yet)"
+        "at import (only a Loop with a constant trip count, or a Scan of opset 9 "
+        "or later, becomes a loop in the compiled code)"
     )
 
 
@@ -102,8 +107,8 @@ def _scalar(ctx: NodeContext, i: int, what: str) -> Const | None:
         return None
     if not isinstance(v, Const):
         raise ctx.unsupported(
-            f"its {what} is computed at run time; smelt unrolls a Loop at import, "
-            "so it must be known at compile time: " + _fix_hint(ctx, v)
+            f"its {what} is computed at run time; smelt compiles a Loop whose "
+            "iteration count is known at compile time: " + _fix_hint(ctx, v)
         )
     if v.array.size != 1:
         raise SmeltError(f"{ctx.label}: its {what} must hold one element")
@@ -128,8 +133,17 @@ def _loop(ctx: NodeContext) -> list[Value]:
     going = True if cond is None else bool(cond.array.reshape(-1)[0])
     if limit is None and cond is None:
         raise ctx.unsupported("it has neither a trip count nor a condition")
-    if limit is not None and limit > MAX_UNROLL and going:
-        raise _too_long(ctx, limit, "trip count")
+    if limit is not None and limit >= 1 and going:
+        try:
+            return as_loop(ctx, body, carried, limit)
+        except NotALoop as why:
+            if limit > MAX_UNROLL:
+                raise ctx.unsupported(
+                    f"it cannot be compiled as a loop: {why}; and its trip count "
+                    f"{limit} is too many iterations to unroll at import (at most "
+                    f"{MAX_UNROLL})"
+                ) from None
+            # a short loop is unrolled: its iterations may fold what a loop cannot
     scans: list[list[Value]] = [[] for _ in range(n_scan)]
     i = 0
     while going and (limit is None or i < limit):
@@ -179,7 +193,64 @@ def _scan(ctx: NodeContext) -> list[Value]:
     if len(out_axes) != n_out or len(out_dirs) != n_out:
         raise SmeltError(f"{ctx.label}: its attributes do not fit its body's outputs")
     in_axes = [axis_of(ctx, a, len(shape_of(x))) for a, x in zip(in_axes, xs)]
+    steps = {shape_of(x)[a] for x, a in zip(xs, in_axes)}
+    if len(steps) == 1 and min(steps) >= 1 and len(body.output) >= len(states):
+        try:
+            return _scan_loop(
+                ctx, body, states, xs, in_axes, in_dirs, out_axes, out_dirs
+            )
+        except NotALoop as why:
+            if min(steps) > MAX_UNROLL:
+                raise ctx.unsupported(
+                    f"it cannot be compiled as a loop: {why}; and its sequence "
+                    f"length {min(steps)} is too long to unroll at import (at most "
+                    f"{MAX_UNROLL})"
+                ) from None
     return _scan_steps(ctx, body, states, xs, in_axes, in_dirs, out_axes, out_dirs)
+
+
+def _scan_loop(
+    ctx: NodeContext,
+    body: onnx.GraphProto,
+    states: list[Value],
+    xs: list[Value],
+    in_axes: list[int],
+    in_dirs: list[int],
+    out_axes: list[int],
+    out_dirs: list[int],
+) -> list[Value]:
+    """Scan as `graph.loop`: iteration t gathers element t (or steps-1-t) of each
+    scan input; each scan output is then reversed and moved to its axis."""
+    _tensor_body(ctx, body, 0)
+    steps = shape_of(xs[0])[in_axes[0]]
+
+    def bind(counter: Value, state: list[Value]) -> list[Value]:
+        back = None
+        slices = []
+        for x, axis, reverse in zip(xs, in_axes, in_dirs):
+            index = counter
+            if reverse:
+                if back is None:
+                    last = Const(np.array(steps - 1, np.int64))
+                    back = ctx.emit(g.SubOp, [last, counter])[0]
+                index = back
+            slices.append(ctx.emit(g.GatherOp, [x, index], axis=axis)[0])
+        return [*state, *slices]
+
+    results = as_loop(ctx, body, states, steps, bind)
+    finals, stacked = results[: len(states)], results[len(states) :]
+    outs = []
+    for v, axis, reverse in zip(stacked, out_axes, out_dirs):
+        if reverse:
+            order = Const(np.arange(steps - 1, -1, -1, dtype=np.int64))
+            v = ctx.emit(g.GatherOp, [v, order], axis=0)[0]
+        rank = len(shape_of(v))
+        axis = axis_of(ctx, axis, rank)
+        if axis:
+            perm = [*range(1, axis + 1), 0, *range(axis + 1, rank)]
+            v = ctx.emit(g.TransposeOp, [v], perm=perm)[0]
+        outs.append(v)
+    return finals + outs
 
 
 def _scan_steps(

@@ -15,6 +15,7 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
+from smelt.frontend.onnx_loop_index import slice_by_counter
 from smelt.frontend.onnx_ops import axes_input, axis_of
 from smelt.registry import Table
 
@@ -165,6 +166,10 @@ def _slice(ctx: NodeContext) -> list[Value]:
     if ctx.opset < 10:
         args = [ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes"), None]
     else:
+        if not all(isinstance(ctx.input(i), Const | None) for i in (1, 2)):
+            sliced = slice_by_counter(ctx)  # x[i:i+1] in a loop body
+            if sliced is not None:
+                return sliced
         names = ("starts", "ends", "axes", "steps")
         args = [ctx.const(i + 1, n) for i, n in enumerate(names)]
         args = [None if a is None else a.reshape(-1).tolist() for a in args]

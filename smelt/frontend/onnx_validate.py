@@ -379,7 +379,8 @@ def _against_schema(
         elif not name and formal.option == defs.OpSchema.FormalParameterOption.Variadic:
             problems.append(f"input {position} ('{formal.name}') has an empty name")
         if name in known:
-            bound.setdefault(formal.type_str, {})[name] = known[name]
+            if formal.is_homogeneous:  # Loop's, Scan's carried values may differ
+                bound.setdefault(formal.type_str, {})[name] = known[name]
             problems += _allowed(schema, formal, position, name, known[name])
     for param, types in bound.items():
         if len(set(types.values())) > 1:

@@ -45,6 +45,7 @@ from smelt.lowering import (
     lower_elementwise,
     lower_fused,
     lower_index,
+    lower_loop,
     lower_qgemm,
     lower_rnn,
 )
@@ -85,6 +86,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     **lower_fused.LOWERINGS,
     **lower_rnn.LOWERINGS,
     **lower_qgemm.LOWERINGS,
+    **lower_loop.LOWERINGS,
 }
 
 

@@ -67,6 +67,11 @@ class LoweringContext:
 
     # --- kernels ---------------------------------------------------------------------
 
+    @property
+    def taken_names(self) -> set[str]:
+        """The module's symbol names so far (a nested lowering adds to them)."""
+        return self._taken
+
     def unique_name(self, base: str) -> str:
         counter = self._next.get(base, 0)
         while f"{base}_{counter}" in self._taken:

@@ -91,8 +91,16 @@ class GraphFusePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in op.ops:
             if isinstance(f, func.FuncOp) and f.body.blocks:
-                for group in self.groups(f.body.block):
-                    wrap(group)
+                self.fuse(f.body.block)
+
+    def fuse(self, block: Block) -> None:
+        """Fuses the ops of `block`, then those of each loop body in it (a
+        `graph.loop` region is isolated: its groups stay inside it)."""
+        for group in self.groups(block):
+            wrap(group)
+        for o in block.ops:
+            if isinstance(o, graph.LoopOp):
+                self.fuse(o.body.block)
 
     def groups(self, block: Block) -> list[Group]:
         taken: set[Operation] = set()

@@ -115,7 +115,9 @@ class LoopParallelizePass(ModulePass):
     The loop is then marked `{loop.threads = threads}` if its estimated work
     (ops executed, `loop_analysis.work`) reaches `min_work`, so tiny kernels stay
     serial, and if no scratch buffer from outside the loop is shared by its
-    iterations. With `threads=1` the pass does nothing.
+    iterations. In the kernel of a `graph.loop` (`loop.iterations`), the loops
+    directly inside its sequential iteration loop count as top-level too. With
+    `threads=1` the pass does nothing.
 
         loop.for %i = 0 to 1 step 1 parallel {          loop.for %t = 0 to 128 step 1 parallel {
           loop.for %j = 0 to 128 step 1 parallel {  →     %i = arith.constant 0 : index
@@ -140,6 +142,17 @@ class LoopParallelizePass(ModulePass):
                 for top in list(kernel.body.block.ops):
                     if isinstance(top, loop.ForOp):
                         self.parallelize(top)
+                        if loop.ITERATIONS_ATTR in kernel.attributes:
+                            self.iterations(top)
+
+    def iterations(self, op: loop.ForOp) -> None:
+        """A graph.loop kernel: the nests inside its sequential iteration loop are
+        the outermost parallel loops (each runs on the threads in its turn)."""
+        if op.kind.data != loop.REDUCTION or op.iter_inits:
+            return
+        for inner in list(op.body.block.ops):
+            if isinstance(inner, loop.ForOp):
+                self.parallelize(inner)
 
     def parallelize(self, op: loop.ForOp) -> None:
         if (

@@ -7,6 +7,7 @@ from smelt.registry import merge
 from smelt.runtime import (
     reference,
     reference_index,
+    reference_loop,
     reference_nn,
     reference_quant,
     reference_rnn,
@@ -19,5 +20,6 @@ ALL_KERNELS = merge(
     reference_scan.KERNELS,  # arg-reductions, cumulative sums, top-k
     reference_index.KERNELS,  # gathers and scatters by index, one-hot, trilu
     reference_rnn.KERNELS,  # LSTM, GRU, RNN time loops
+    reference_loop.KERNELS,  # counted loops (graph.loop)
     reference_quant.KERNELS,  # quantize, dequantize, requantize
 )

@@ -29,7 +29,8 @@ from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from smelt.dialects.loop import ForOp, YieldOp, is_kernel
+from smelt.dialects import locations
+from smelt.dialects.loop import ITERATIONS_ATTR, ForOp, YieldOp, is_kernel
 from smelt.errors import SmeltError
 from smelt.lowering.triton import schedule as sched
 from smelt.lowering.triton.contraction import find_contraction
@@ -551,6 +552,16 @@ def _check_sizes(kernel: func.FuncOp) -> None:
 
 def kernel_functions(kernel: func.FuncOp) -> list[TritonKernel]:
     """The Triton functions (one per phase, launched in order) of one loop kernel."""
+    if ITERATIONS_ATTR in kernel.attributes:
+        raise SmeltError(
+            locations.prefixed(
+                f"kernel @{kernel.sym_name.data} runs a loop of "
+                f"{kernel.attributes[ITERATIONS_ATTR].data} iterations around its "
+                "body's loop nests (an ONNX Loop); the triton target cannot run "
+                "that yet: compile it for the cpu target",
+                kernel,
+            )
+        )
     deps = dependences(kernel)
     phases = kernel_phases(kernel)
     whole = Phase(None, [op for p in phases for op in p.ops])

@@ -112,3 +112,26 @@ func.func @no_broadcast_growth(%arg0: tensor<1x4xf32>, %arg1: tensor<4x1xf32>, %
   %1 = graph.add %0, %arg2 : (tensor<1x1xf32>, tensor<3x1xf32>) -> tensor<3x1xf32>
   func.return %1 : tensor<3x1xf32>
 }
+
+// A graph.loop body is fused inside its region; the loop itself is left alone.
+// CHECK-LABEL: func.func @loop_body
+// CHECK: graph.loop %arg0, %arg1 {trip_count = 100 : i64, carried = 1 : i64}
+// CHECK-NEXT: ^{{.*}}(%{{.*}}: tensor<i64>, %[[S:.*]]: tensor<4xf32>, %[[V:.*]]: tensor<4xf32>):
+// CHECK-NEXT: %[[F:.*]] = graph.fused %[[S]], %[[V]] {kind = "elementwise"}
+// CHECK: graph.add
+// CHECK-NEXT: graph.tanh
+// CHECK-NEXT: graph.yield
+// CHECK: graph.yield %[[F]], %[[F]]
+// OFF-LABEL: func.func @loop_body
+// OFF: graph.loop
+// OFF-NOT: graph.fused
+// OFF: func.return
+func.func @loop_body(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) -> (tensor<4xf32>, tensor<100x4xf32>) {
+  %r, %s = graph.loop %arg0, %arg1 {trip_count = 100 : i64, carried = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<100x4xf32>) {
+  ^bb0(%i: tensor<i64>, %x: tensor<4xf32>, %v: tensor<4xf32>):
+    %a = graph.add %x, %v : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %t = graph.tanh %a : (tensor<4xf32>) -> tensor<4xf32>
+    graph.yield %t, %t : tensor<4xf32>, tensor<4xf32>
+  }
+  func.return %r, %s : tensor<4xf32>, tensor<100x4xf32>
+}
