@@ -1,8 +1,8 @@
 // RUN: smelt-opt %s -p 'target-attach-cpu{cpu="x86-64-v3"}' | filecheck %s --check-prefix=V3
 // RUN: smelt-opt %s -p 'target-attach-cpu{cpu="znver5" features="-avx512f" l2=2097152 cores=4}' | filecheck %s --check-prefix=EDIT
-// RUN: smelt-opt %s --cpu x86-64-v4 -p loop-vectorize | filecheck %s --check-prefix=V4
+// RUN: smelt-opt %s --cpu x86-64-v4 -p 'loop-vectorize{tail=auto}' | filecheck %s --check-prefix=V4
 // RUN: smelt-opt %s --cpu x86-64-v4 -p 'loop-vectorize{width=4}' | filecheck %s --check-prefix=W4
-// RUN: smelt-opt %s --cpu x86-64-v3 -p loop-vectorize | filecheck %s --check-prefix=V3VEC
+// RUN: smelt-opt %s --cpu x86-64-v3 -p 'loop-vectorize{tail=auto}' | filecheck %s --check-prefix=V3VEC
 // RUN: smelt-opt %s -p 'target-attach-cpu{cpu="x86-64-v3"}' | smelt-opt | filecheck %s --check-prefix=V3
 // RUN: smelt-opt %s --verify-diagnostics -p 'target-attach-cpu{cpu="pentium9"}' | filecheck %s --check-prefix=BAD
 // RUN: smelt-opt %s --verify-diagnostics -p 'target-attach-cpu{features="+sse9"}' | filecheck %s --check-prefix=BADF
@@ -14,8 +14,8 @@
 // EDIT: #target.cpu<"znver5", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi2,-avx512f,-avx512cd,-avx512bw,-avx512dq,-avx512vl,-avx512vnni,-avx512bf16,-avx512fp16,+avxvnni", 49152, 2097152, 33554432, 4>
 
 // loop-vectorize takes its width from the target: 16 f32 lanes with AVX-512,
-// unless an option says otherwise; with AVX-512's mask registers the remainder
-// is one masked vector iteration, with AVX2 (none) a scalar loop.
+// unless an option says otherwise; with tail=auto and AVX-512's mask registers
+// the remainder is one masked vector iteration, with AVX2 (none) a scalar loop.
 // V4-LABEL: func.func @scale
 // V4:       %[[M:.*]] = vector.create_mask %{{.*}} : vector<16xi1>
 // V4:       loop.for %{{.*}} = 0 to 32 step 16 parallel {
