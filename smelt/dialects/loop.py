@@ -24,14 +24,18 @@ from xdsl.dialects.builtin import (
     i1,
     IndexType,
     IntAttr,
+    IntegerType,
     MemRefType,
     StringAttr,
     UnitAttr,
+    VectorType,
 )
 from xdsl.dialects.utils import parse_assignment, print_assignment
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    VarConstraint,
+    base,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -326,4 +330,40 @@ class CheckOp(IRDLOperation):
         super().__init__(operands=[ok], properties={"message": StringAttr(message)})
 
 
-Loop = Dialect("loop", [ForOp, YieldOp, AllocOp, ConstantOp, ViewOp, CheckOp], [])
+@irdl_op_definition
+class SelectOp(IRDLOperation):
+    """A select per lane: lane l of the result is `%a`'s where lane l of `%mask` is
+    set, else `%b`'s (`arith.select` with a vector condition, which xDSL's
+    arith.select does not take). Masked vector tails keep a reduction's inactive
+    lanes with it:
+
+        %acc1 = loop.select %mask, %sum, %acc0 : vector<16xi1>, vector<16xf32>
+    """
+
+    name = "loop.select"
+    T: ClassVar = VarConstraint("T", base(VectorType))
+    mask = operand_def(VectorType[IntegerType])
+    true_value = operand_def(T)
+    false_value = operand_def(T)
+    result = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$mask `,` $true_value `,` $false_value attr-dict `:` type($mask) `,` "
+        "type($result)"
+    )
+
+    def __init__(self, mask: SSAValue, a: SSAValue, b: SSAValue):
+        super().__init__(operands=[mask, a, b], result_types=[a.type])
+
+    def verify_(self) -> None:
+        mask, value = self.mask.type, self.result.type
+        assert isinstance(mask, VectorType) and isinstance(value, VectorType)
+        if mask.element_type != i1 or mask.get_shape() != value.get_shape():
+            raise VerifyException(
+                f"loop.select needs an i1 mask of the values' shape, not {mask}"
+            )
+
+
+Loop = Dialect(
+    "loop", [ForOp, YieldOp, AllocOp, ConstantOp, ViewOp, CheckOp, SelectOp], []
+)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator
 
-from xdsl.dialects import arith, func
+from xdsl.dialects import arith, func, vector
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -192,12 +192,13 @@ def remove(op: Operation) -> None:
 
 def hoist_invariant_index_ops(op: loop.ForOp) -> None:
     """Moves index arithmetic of `op`'s body that uses no value defined in the body
-    in front of `op` (loop-invariant code motion for address computations)."""
+    in front of `op` (loop-invariant code motion for address computations), and
+    the lane masks made from it (`vector.create_mask`, masked vector tails)."""
     parent = op.parent_block()
     assert parent is not None
     body = op.body.block
     for inner in list(body.ops):
-        if not is_index_op(inner):
+        if not (is_index_op(inner) or isinstance(inner, vector.CreateMaskOp)):
             continue
         if any(_defined_in(v, body) for v in inner.operands):
             continue

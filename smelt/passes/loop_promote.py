@@ -12,10 +12,18 @@ from xdsl.passes import ModulePass
 
 from smelt.dialects import dtypes, loop
 from smelt.passes import loop_nest
+from smelt.passes.vector_ops import zeros
 
 ELEMENTWISE_ATTR = "loop.elementwise"  # buffers of these kernels may share bytes
 
-MEMORY_OPS = (memref.LoadOp, memref.StoreOp, vector.LoadOp, vector.StoreOp)
+MEMORY_OPS = (
+    memref.LoadOp,
+    memref.StoreOp,
+    vector.LoadOp,
+    vector.StoreOp,
+    vector.MaskedLoadOp,
+    vector.MaskedStoreOp,
+)
 
 
 def _buffer(op: Operation) -> SSAValue:
@@ -29,13 +37,21 @@ def _root(buffer: SSAValue) -> SSAValue:
 
 
 def _is_store(op: Operation) -> bool:
-    return isinstance(op, memref.StoreOp | vector.StoreOp)
+    return isinstance(op, memref.StoreOp | vector.StoreOp | vector.MaskedStoreOp)
 
 
 def _accessed_type(op: Operation) -> Attribute:
-    if isinstance(op, memref.LoadOp | vector.LoadOp):
+    if isinstance(op, memref.LoadOp | vector.LoadOp | vector.MaskedLoadOp):
         return op.results[0].type
+    if isinstance(op, vector.MaskedStoreOp):
+        return op.value_to_store.type
     return op.value.type if isinstance(op, memref.StoreOp) else op.vector.type
+
+
+def _mask(op: Operation) -> SSAValue | None:
+    """The lane mask of a masked access (its cells are the active lanes only)."""
+    masked = isinstance(op, vector.MaskedLoadOp | vector.MaskedStoreOp)
+    return op.mask if masked else None
 
 
 def _linear(value: SSAValue, memo: dict) -> tuple[int, tuple] | None:
@@ -104,6 +120,7 @@ class Cell:
     buffer: SSAValue
     indices: tuple[SSAValue, ...]
     type: Attribute
+    mask: SSAValue | None = None
     accesses: list[Operation] = field(default_factory=list)
 
 
@@ -126,14 +143,18 @@ def cells(op: loop.ForOp) -> list[Cell]:
             continue
         if not _defined_outside(_buffer(inner), op):
             continue
+        mask = _mask(inner)
+        if mask is not None and not _defined_outside(mask, op):
+            continue
         # one cell per address: copies of an index computation (unrolled code)
         # name the same cell
         place = byte_range(inner, memo)
         where = place if place is not None else tuple(inner.indices)
-        key = (_root(_buffer(inner)), where, _accessed_type(inner))
+        key = (_root(_buffer(inner)), where, _accessed_type(inner), mask)
         cell = found.get(key)
         if cell is None:
-            found[key] = cell = Cell(_buffer(inner), tuple(inner.indices), key[2])
+            cell = Cell(_buffer(inner), tuple(inner.indices), key[2], mask)
+            found[key] = cell
         cell.accesses.append(inner)
     if not found:
         return []
@@ -164,13 +185,24 @@ def cells(op: loop.ForOp) -> list[Cell]:
     return good
 
 
-def _load(cell: Cell) -> Operation:
+def _load(cell: Cell) -> list[Operation]:
+    if cell.mask is not None:  # inactive lanes: never stored, any value will do
+        assert isinstance(cell.type, vector.VectorType)
+        zero = zeros(cell.type)
+        load = vector.MaskedLoadOp(cell.buffer, list(cell.indices), cell.mask, zero)
+        return [zero, load]
+    return [_plain_load(cell)]
+
+
+def _plain_load(cell: Cell) -> Operation:
     if isinstance(cell.type, vector.VectorType):
         return vector.LoadOp(cell.buffer, list(cell.indices), cell.type)
     return memref.LoadOp.get(cell.buffer, list(cell.indices))
 
 
 def _store(cell: Cell, value: SSAValue) -> Operation:
+    if cell.mask is not None:
+        return vector.MaskedStoreOp(cell.buffer, list(cell.indices), cell.mask, value)
     if isinstance(cell.type, vector.VectorType):
         return vector.StoreOp(value, cell.buffer, list(cell.indices))
     return memref.StoreOp.get(value, cell.buffer, list(cell.indices))
@@ -197,9 +229,9 @@ def promote(op: loop.ForOp) -> loop.ForOp:
     assert parent is not None
     inits = []
     for cell in found:
-        load = _load(cell)
-        parent.insert_op_before(load, op)
-        inits.append(load.results[0])
+        loads = _load(cell)
+        parent.insert_ops_before(loads, op)
+        inits.append(loads[-1].results[0])
     new = loop.ForOp(
         op.lb.data, op.ub.data, op.step.data, op.kind.data, [*op.iter_inits, *inits]
     )
@@ -223,7 +255,11 @@ def promote(op: loop.ForOp) -> loop.ForOp:
             else:
                 block.add_op(inner)
         elif _is_store(inner):
-            current[id(cell)] = inner.operands[0]
+            current[id(cell)] = (
+                inner.value_to_store
+                if isinstance(inner, vector.MaskedStoreOp)
+                else inner.operands[0]
+            )
             inner.erase()
         else:
             inner.results[0].replace_all_uses_with(current[id(cell)])

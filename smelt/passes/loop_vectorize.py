@@ -1,32 +1,34 @@
-"""loop-vectorize: innermost `loop.for` loops → vector loops plus a scalar remainder."""
+"""loop-vectorize: innermost `loop.for` loops → vector loops plus a remainder
+(one masked vector iteration, or the scalar loop)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, vector
 from xdsl.dialects.builtin import (
-    BoolAttr,
     AnyFloat,
+    BoolAttr,
     DenseIntOrFPElementsAttr,
     Float16Type,
     Float32Type,
     Float64Type,
-    FloatAttr,
+    IndexType,
     IntAttr,
     IntegerAttr,
     IntegerType,
     MemRefType,
     ModuleOp,
     VectorType,
+    i1,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from smelt.dialects import loop
+from smelt.errors import SmeltError
 from smelt.passes.loop_analysis import (
     Access,
     Affine,
@@ -36,87 +38,44 @@ from smelt.passes.loop_analysis import (
     may_alias,
     nbytes,
 )
+from smelt.passes.vector_ops import (
+    ELEMENTWISE,
+    REDUCTIONS,
+    Reduction,
+    neutral,
+    vector_of,
+    zeros,
+)
 from smelt.targets.cpu_spec import of_module
 
-_ARITH = (
-    "constant addf subf mulf divf remf negf maximumf minimumf maxnumf minnumf addi "
-    "subi muli andi ori xori shli shrsi shrui divsi divui remsi remui floordivsi "
-    "ceildivsi ceildivui maxsi minsi maxui minui select extf truncf bitcast cmpf "
-    "cmpi sitofp uitofp fptosi fptoui extsi extui trunci index_cast index_castui"
-)
-_MATH = (
-    "absf absi ceil copysign cos ctlz ctpop cttz erf exp exp2 expm1 floor fma log "
-    "log10 log1p log2 powf round roundeven rsqrt sin sqrt tan tanh trunc atan atan2 "
-    "sinh cosh asin acos asinh acosh atanh cbrt"
-)
-ELEMENTWISE = frozenset(
-    [f"arith.{n}" for n in _ARITH.split()] + [f"math.{n}" for n in _MATH.split()]
-)
-"""Pure elementwise ops. A varying one becomes the same op on vectors, if xDSL's
-verifier accepts that form (0.75 has no vector compares or int/float casts)."""
-
-# combining op → (vector.reduction kind, neutral element, needs reassociation)
-REDUCTIONS: dict[str, tuple[str, float | str, bool]] = {
-    "arith.addf": ("add", -0.0, True),
-    "arith.mulf": ("mul", 1.0, True),
-    "arith.maximumf": ("maximumf", -math.inf, False),
-    "arith.minimumf": ("minimumf", math.inf, False),
-    "arith.maxnumf": ("maxnumf", math.nan, False),
-    "arith.minnumf": ("minnumf", math.nan, False),
-    "arith.addi": ("add", 0, False),
-    "arith.muli": ("mul", 1, False),
-    "arith.andi": ("and", "ones", False),
-    "arith.ori": ("or", 0, False),
-    "arith.xori": ("xor", 0, False),
-    "arith.maxsi": ("maxsi", "smin", False),
-    "arith.minsi": ("minsi", "smax", False),
-    "arith.maxui": ("maxui", 0, False),
-    "arith.minui": ("minui", "ones", False),
-}
-
-
-@dataclass
-class Reduction:
-    index: int  # position among the iter_args
-    combine: Operation
-    kind: str
-    neutral: float | str
-    reassoc: bool
+TAILS = ("auto", "masked", "scalar")
+"""How loop-vectorize runs the iterations after the last whole vector: `masked`,
+one vector iteration whose lane mask covers only them (AVX-512 opmasks), or
+`scalar`, the original loop; `auto`: masked where the target has mask registers.
+The default is `scalar`: on the light_* conv models masked tails compiled faster
+but ran 8-16% slower (paired, benchmarks/masked_tails.py), so the presets keep
+the scalar tails until that is understood."""
 
 
 class Refused(Exception):
     """The loop cannot be vectorized; the message says why (for debugging)."""
 
 
-def _vector_of(t: Attribute, width: int) -> VectorType:
-    return VectorType(t, [width])
-
-
-def _neutral(t: Attribute, value: float | str, width: int) -> list[Operation]:
-    """The neutral element of a reduction in every lane: a scalar constant and its
-    broadcast (a dense vector constant of inf or NaN does not survive xDSL's
-    printer and parser)."""
-    if isinstance(t, IntegerType) and isinstance(value, str):
-        bits = t.width.data
-        limits = {"ones": -1, "smin": -(1 << (bits - 1)), "smax": (1 << (bits - 1)) - 1}
-        value = limits[value]
-        if bits == 1:  # i1 holds -1 and 0; "ones" and smin are true, smax false
-            value = {-1: 1}.get(value, value)
-    if isinstance(t, IntegerType):
-        scalar = arith.ConstantOp(IntegerAttr(int(value), t))
-    else:
-        scalar = arith.ConstantOp(FloatAttr(float(value), t))
-    return [scalar, vector.BroadcastOp(scalar.result, _vector_of(t, width))]
-
-
 class LoopVectorizer:
     """Vectorizes one innermost loop: `check` refuses, `rewrite` commits."""
 
     def __init__(
-        self, op: loop.ForOp, width: int, reassoc: bool, stream_bytes: int = 0
+        self,
+        op: loop.ForOp,
+        width: int,
+        reassoc: bool,
+        stream_bytes: int = 0,
+        mask_min: int = 0,
     ):
         self.loop = op
         self.width = width
+        self.mask_min = mask_min  # 0: no masked tails
+        self.mask: SSAValue | None = None  # the lane mask of the loop being built
         self.reassoc = reassoc
         self.stream_bytes = stream_bytes
         self.block = op.body.block
@@ -132,7 +91,9 @@ class LoopVectorizer:
         op = self.loop
         if op.step.data != 1:
             raise Refused("step is not 1")
-        if op.trip_count < self.width:
+        if op.trip_count < self.width and not (
+            self.mask_min and op.trip_count >= self.mask_min
+        ):
             raise Refused("fewer iterations than lanes")
         self.varying = {self.iv, *self.block.args[1:]}
         forms: dict[SSAValue, Affine | None] = {}
@@ -232,37 +193,39 @@ class LoopVectorizer:
     # --- rewrite --------------------------------------------------------------
 
     def rewrite(self) -> None:
-        """Inserts the vector loop; the original loop keeps the remainder."""
+        """Inserts the vector loop and, where the target has masks and `mask_min`
+        or more iterations remain, one masked vector iteration for the rest; else
+        the original loop keeps the remainder."""
         op, w = self.loop, self.width
-        lb, trips = op.lb.data, op.trip_count
+        lb, ub, trips = op.lb.data, op.ub.data, op.trip_count
         main_ub = lb + (trips // w) * w
+        masked = bool(self.mask_min) and ub - main_ub >= self.mask_min
         neutral_ops = [
-            _neutral(arg.type, r.neutral, w)
+            neutral(arg.type, r.neutral, w)
             for r, arg in zip(self.reductions, self.block.args[1:])
         ]
         neutrals = [o for ops in neutral_ops for o in ops]
-        inits = [ops[-1].results[0] for ops in neutral_ops]
-        vloop = loop.ForOp(lb, main_ub, w, op.kind.data, inits)
-        vloop.attributes.update(op.attributes)
-        self.out = vloop.body.block
-        self.out.args[0].name_hint = self.iv.name_hint
+        accs = [ops[-1].results[0] for ops in neutral_ops]
         self.pre: list[Operation] = []  # loop-invariant ops, hoisted before the loop
-        self.scalar: dict[SSAValue, SSAValue] = {self.iv: self.out.args[0]}
+        self.scalar: dict[SSAValue, SSAValue] = {}
         self.vec: dict[SSAValue, SSAValue] = {}
-        for r, acc in zip(self.reductions, self.out.args[1:]):
-            self.vec[self.block.args[1 + r.index]] = acc
+        loops: list[loop.ForOp] = []
         try:
-            self._emit_body()
-            vloop.verify()
+            if main_ub > lb:
+                loops.append(self._vector_loop(lb, main_ub, accs))
+                accs = list(loops[-1].res)
+            if masked:
+                loops.append(self._vector_loop(main_ub, ub, accs, ub - main_ub))
+                accs = list(loops[-1].res)
         except (VerifyException, DiagnosticException, Refused) as e:
-            for dead in (vloop, *reversed(self.pre), *reversed(neutrals)):
+            for dead in (*reversed(loops), *reversed(self.pre), *reversed(neutrals)):
                 dead.drop_all_references()
             raise Refused(f"vector form does not verify: {e}") from e
         parent = op.parent_block()
         assert parent is not None
-        parent.insert_ops_before([*neutrals, *self.pre, vloop], op)
+        parent.insert_ops_before([*neutrals, *self.pre, *loops], op)
         results = []
-        for r, vres in zip(self.reductions, vloop.res):
+        for r, vres in zip(self.reductions, accs):
             flags = arith.FastMathFlagsAttr(
                 [arith.FastMathFlag.REASSOC] if r.reassoc else "none"
             )
@@ -274,7 +237,7 @@ class LoopVectorizer:
             )  # fmt: skip
             parent.insert_op_before(red, op)
             results.append(red.results[0])
-        if main_ub == op.ub.data:
+        if masked or main_ub == ub:
             for old, new in zip(op.res, results):
                 old.replace_all_uses_with(new)
             parent.erase_op(op)
@@ -285,13 +248,51 @@ class LoopVectorizer:
                 inits[r.index] = new
             op.operands = inits
 
+    def _vector_loop(
+        self, lb: int, ub: int, accs: list[SSAValue], active: int = 0
+    ) -> loop.ForOp:
+        """The vector loop over [lb, ub) (`active` > 0: one iteration in which only
+        the first `active` lanes load, store and reduce). Loop-invariant values
+        made for an earlier vector loop are shared with it (`self.pre`)."""
+        op, w = self.loop, self.width
+        vloop = loop.ForOp(lb, ub, w, op.kind.data, accs)
+        vloop.attributes.update(op.attributes)
+        self.out = vloop.body.block
+        self.out.args[0].name_hint = self.iv.name_hint
+        hoisted = {r for o in self.pre for r in o.results}
+        self.scalar = {k: v for k, v in self.scalar.items() if v in hoisted}
+        self.vec = {k: v for k, v in self.vec.items() if v in hoisted}
+        self.scalar[self.iv] = self.out.args[0]
+        for r, acc in zip(self.reductions, self.out.args[1:]):
+            self.vec[self.block.args[1 + r.index]] = acc
+        self.mask = None
+        if active:
+            count = arith.ConstantOp(IntegerAttr(active, IndexType()))
+            mask = vector.CreateMaskOp([count.result], VectorType(i1, [w]))
+            self._add(count, hoist=True)
+            self._add(mask, hoist=True)
+            self.mask = mask.results[0]
+        try:
+            self._emit_body()
+            vloop.verify()
+        except (VerifyException, DiagnosticException, Refused):
+            vloop.drop_all_references()
+            raise
+        return vloop
+
     def _emit_body(self) -> None:
+        mask = self.mask
         for inner in self.block.ops:
             if isinstance(inner, memref.LoadOp):
                 indices = [self.lane0(i) for i in inner.indices]
                 if inner.results[0] in self.varying:
-                    vt = _vector_of(inner.results[0].type, self.width)
-                    new = vector.LoadOp(inner.memref, indices, vt)
+                    vt = vector_of(inner.results[0].type, self.width)
+                    if mask is None:
+                        new = vector.LoadOp(inner.memref, indices, vt)
+                    else:
+                        new = vector.MaskedLoadOp(
+                            inner.memref, indices, mask, self._zeros(vt)
+                        )
                     self._add(new)
                     self.vec[inner.results[0]] = new.results[0]
                 else:  # invariant: no store in the loop may overlap it (check)
@@ -301,6 +302,9 @@ class LoopVectorizer:
             elif isinstance(inner, memref.StoreOp):
                 value = self.vector(inner.value)
                 indices = [self.lane0(i) for i in inner.indices]
+                if mask is not None:
+                    self._add(vector.MaskedStoreOp(inner.memref, indices, mask, value))
+                    continue
                 stream = self._streams(inner.memref)
                 store = vector.StoreOp(value, inner.memref, indices)
                 if stream:
@@ -311,8 +315,25 @@ class LoopVectorizer:
                 check.location = inner.location
                 self._add(check, True)
             elif isinstance(inner, loop.YieldOp):
-                values = [self.vector(inner.values[r.index]) for r in self.reductions]
+                values = []
+                for r in self.reductions:
+                    value = self.vector(inner.values[r.index])
+                    if mask is not None:  # inactive lanes keep their accumulator
+                        acc = self.vec[self.block.args[1 + r.index]]
+                        select = loop.SelectOp(mask, value, acc)
+                        self._add(select)
+                        value = select.result
+                    values.append(value)
                 self._add(loop.YieldOp(*values))
+
+    def _zeros(self, vt: VectorType) -> SSAValue:
+        """A hoisted all-zero vector: what a masked load puts in inactive lanes."""
+        key = ("zeros", vt)
+        if key not in self.vec:
+            const = zeros(vt)
+            self._add(const, hoist=True)
+            self.vec[key] = const.result  # type: ignore[index]
+        return self.vec[key]  # type: ignore[index]
 
     def _add(self, op: Operation, hoist: bool = False) -> None:
         if hoist:
@@ -351,7 +372,7 @@ class LoopVectorizer:
         """`value` in all lanes: a broadcast for invariants, a vector op otherwise."""
         if value in self.vec:
             return self.vec[value]
-        vt = _vector_of(value.type, self.width)
+        vt = vector_of(value.type, self.width)
         if value is self.iv:
             base = self._broadcast(self.lane0(value), vt, hoist=False)
             lanes = arith.ConstantOp(
@@ -369,7 +390,7 @@ class LoopVectorizer:
             operands = [self._vector_operand(op, o) for o in op.operands]
             new = op.create(
                 operands=operands,
-                result_types=[_vector_of(r.type, self.width) for r in op.results],
+                result_types=[vector_of(r.type, self.width) for r in op.results],
                 properties=dict(op.properties),
                 attributes=dict(op.attributes),
             )
@@ -423,7 +444,14 @@ class LoopVectorizePass(ModulePass):
     left unchanged.
 
     Output: a vector loop of step `width` over the first ⌊n/width⌋·width
-    iterations, then the original loop over the rest (the remainder). Vector
+    iterations, then the original loop over the rest (the remainder; `tail`
+    "scalar", the default, or "auto" on a target without mask registers). With
+    masks (`tail` "masked", or "auto" where `CpuSpec.mask_registers`), a remainder of
+    `mask_min` or more iterations, and a loop of `mask_min` to `width` - 1
+    iterations, run as one vector iteration under the lane mask
+    `vector.create_mask r` (r: the iterations left): `vector.maskedload` (zeros in
+    the inactive lanes), `vector.maskedstore`, and reductions that keep the
+    inactive lanes' accumulators (`loop.select`). Vector
     stores to buffers of `stream_bytes` or more that the kernel never reads are
     `nontemporal` (0, the default: the module's `CpuSpec.streaming_store_bytes`;
     -1: never).
@@ -456,18 +484,30 @@ class LoopVectorizePass(ModulePass):
     width: int = 0
     reassoc: bool = True
     stream_bytes: int = 0
+    tail: str = "scalar"
+    mask_min: int = 2
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         spec = of_module(op)
         width = self.width or spec.lanes(32)
         stream = self.stream_bytes or spec.streaming_store_bytes
+        if self.tail not in TAILS:
+            raise SmeltError(
+                f"loop-vectorize: tail={self.tail!r}; choose one of {', '.join(TAILS)}"
+            )
+        masked = self.tail == "masked" or (
+            self.tail == "auto" and spec.mask_registers > 0
+        )
+        mask_min = max(self.mask_min, 1) if masked else 0
         if width < 2:
             return
         for kernel in op.ops:
             if not (isinstance(kernel, func.FuncOp) and loop.is_kernel(kernel)):
                 continue
             for target in innermost_loops(kernel):
-                vectorizer = LoopVectorizer(target, width, self.reassoc, max(stream, 0))
+                vectorizer = LoopVectorizer(
+                    target, width, self.reassoc, max(stream, 0), mask_min
+                )
                 try:
                     vectorizer.check()
                     vectorizer.rewrite()

@@ -21,11 +21,13 @@ from smelt.lowering.llvm.types import (
     buffer_info,
     constant,
     memory_type,
+    suffix,
     value_type,
 )
 
 if TYPE_CHECKING:
     from smelt.lowering.llvm.emit_kernel import KernelEmitter, OpEmitter
+
 
 
 def _memory_vector(ty: ir.VectorType, element_type) -> ir.VectorType:
@@ -66,6 +68,59 @@ def emit_vector_store(em: KernelEmitter, op: Operation) -> None:
             streamed.set_metadata("nontemporal", em.module.add_metadata([I32(1)]))
         with other:
             b.store(value, address, align=info.element_bytes)
+
+
+def _masked_memory(em: KernelEmitter, op: Operation, value_ty: ir.VectorType):
+    """(address, vector type in memory, alignment, suffix) of a masked access."""
+    info = buffer_info(op.base.type)
+    mem = _memory_vector(value_ty, info.element)
+    address = em.address(op.base, list(op.indices))
+    name = f"{suffix(mem)}.p0"
+    return address, mem, constant(I32, info.element_bytes), name
+
+
+def _declare(em: KernelEmitter, name: str, ret: ir.Type, args: list) -> ir.Function:
+    from smelt.lowering.llvm.emit_kernel import declare_function  # import cycle
+
+    return declare_function(em.module, name, ret, [a.type for a in args])
+
+
+def emit_create_mask(em: KernelEmitter, op: Operation) -> None:
+    """vector.create_mask %n: lanes 0 … n-1 set (a constant n folds in LLVM)."""
+    ty = value_type(op.results[0].type)
+    lanes = ir.Constant(ir.VectorType(I64, ty.count), list(range(ty.count)))
+    count = splat(em, em.get(op.operands[0]), ir.VectorType(I64, ty.count))
+    em.bind(op.results[0], em.builder.icmp_signed("<", lanes, count))
+
+
+def emit_masked_load(em: KernelEmitter, op: Operation) -> None:
+    """vector.maskedload → llvm.masked.load: inactive lanes read no memory and
+    take the pass-through value's lanes."""
+    ty = value_type(op.results[0].type)
+    address, mem, align, name = _masked_memory(em, op, ty)
+    passthru = em.get(op.pass_thru)
+    if mem != ty:
+        passthru = em.builder.zext(passthru, mem)
+    args = [address, align, em.get(op.mask), passthru]
+    fn = _declare(em, f"llvm.masked.load.{name}", mem, args)
+    value = em.builder.call(fn, args)
+    em.bind(op.results[0], value if mem == ty else em.builder.trunc(value, ty))
+
+
+def emit_masked_store(em: KernelEmitter, op: Operation) -> None:
+    """vector.maskedstore → llvm.masked.store: only active lanes write."""
+    value = em.get(op.value_to_store)
+    address, mem, align, name = _masked_memory(em, op, value.type)
+    if mem != value.type:
+        value = em.builder.zext(value, mem)
+    args = [value, address, align, em.get(op.mask)]
+    fn = _declare(em, f"llvm.masked.store.{name}", VOID, args)
+    em.builder.call(fn, args)
+
+
+def emit_lane_select(em: KernelEmitter, op: Operation) -> None:
+    mask, a, b = em.operands(op)
+    em.bind(op.results[0], em.builder.select(mask, a, b))
 
 
 def is_streaming(op: Operation) -> bool:
@@ -192,5 +247,9 @@ VECTOR_EMITTERS: dict[str, OpEmitter] = {
     "vector.reduction": emit_reduction,
     "vector.extract": emit_extract,
     "vector.insert": emit_insert,
+    "vector.create_mask": emit_create_mask,
+    "vector.maskedload": emit_masked_load,
+    "vector.maskedstore": emit_masked_store,
+    "loop.select": emit_lane_select,
 }
 """Op name → emitter for the vector ops of the llvm target."""

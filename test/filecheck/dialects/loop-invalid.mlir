@@ -31,3 +31,11 @@ loop.for %i = 0 to 4 step 1 sideways {
 %x = loop.alloc : memref<2x3xf32>
 %v = loop.view %x : memref<2x3xf32> -> memref<6xf16>
 // CHECK: loop.view cannot see
+
+// -----
+
+func.func @lane_select(%m: vector<4xi1>, %a: vector<8xf32>) {
+  %s = loop.select %m, %a, %a : vector<4xi1>, vector<8xf32>
+  func.return
+}
+// CHECK: loop.select needs an i1 mask of the values' shape

@@ -44,3 +44,11 @@ func.func @check(%ok: i1) attributes {loop.kernel} {
   loop.check %ok, "index out of range"
   func.return
 }
+
+// A select per lane (masked vector tails keep a reduction's inactive lanes).
+// CHECK-LABEL: func.func @lane_select
+// CHECK:       loop.select %{{.*}}, %{{.*}}, %{{.*}} : vector<8xi1>, vector<8xf32>
+func.func @lane_select(%m: vector<8xi1>, %a: vector<8xf32>, %b: vector<8xf32>) attributes {loop.kernel} {
+  %s = loop.select %m, %a, %b : vector<8xi1>, vector<8xf32>
+  func.return
+}

@@ -57,3 +57,28 @@ func.func @varying(%a: memref<8xf32>, %c: memref<8xf32>) attributes {loop.kernel
   } {loop.role = "k"}
   func.return
 }
+
+// A masked vector cell (a masked tail's C row) is promoted with its mask; the
+// mask, made in the loop from invariants, is hoisted first. The load before the
+// loop is masked too (its inactive lanes are never stored).
+// CHECK-LABEL: func.func @masked_cell(
+// CHECK:         %[[M:.*]] = vector.create_mask %{{.*}} : vector<8xi1>
+// CHECK:         %[[INIT:.*]] = vector.maskedload %{{.*}}[%{{.*}}], %[[M]], %{{.*}} : memref<13xf32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
+// CHECK-NEXT:    %[[R:.*]] = loop.for %{{.*}} = 0 to 4 step 1 reduction iter_args(%[[ACC:.*]] = %[[INIT]]) -> (vector<8xf32>) {
+// CHECK-NOT:       %c[
+// CHECK:           loop.yield
+// CHECK:         vector.maskedstore %{{.*}}[%{{.*}}], %[[M]], %[[R]] : memref<13xf32>, vector<8xi1>, vector<8xf32>
+func.func @masked_cell(%b: memref<4x13xf32>, %c: memref<13xf32>) attributes {loop.kernel} {
+  %z = arith.constant dense<0.0> : vector<8xf32>
+  %c8 = arith.constant 8 : index
+  loop.for %k = 0 to 4 step 1 reduction {
+    %n = arith.constant 5 : index
+    %m = vector.create_mask %n : vector<8xi1>
+    %x = vector.maskedload %b[%k, %c8], %m, %z : memref<4x13xf32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
+    %y = vector.maskedload %c[%c8], %m, %z : memref<13xf32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
+    %s = arith.addf %y, %x : vector<8xf32>
+    vector.maskedstore %c[%c8], %m, %s : memref<13xf32>, vector<8xi1>, vector<8xf32>
+    loop.yield
+  } {loop.role = "k"}
+  func.return
+}

@@ -2,6 +2,42 @@
 // RUN: smelt-opt %s -p 'loop-vectorize{width=4}' | filecheck %s --check-prefix=W4
 // RUN: smelt-opt %s -p 'loop-vectorize{reassoc=false}' | filecheck %s --check-prefix=NOREASSOC
 // RUN: smelt-opt %s -p 'loop-vectorize{stream_bytes=64}' | filecheck %s --check-prefix=STREAM
+// RUN: smelt-opt %s -p 'loop-vectorize{tail=masked}' | filecheck %s --check-prefix=MASKED
+// RUN: smelt-opt %s -p 'loop-vectorize{tail=masked mask_min=6}' | filecheck %s --check-prefix=MIN6
+// RUN: smelt-opt %s -p 'loop-vectorize{tail=masked}' | smelt-opt | filecheck %s --check-prefix=MASKED
+// RUN: not smelt-opt %s -p 'loop-vectorize{tail=sometimes}' 2>&1 | filecheck %s --check-prefix=BADTAIL
+
+// With masks (tail=masked, or a target with mask registers), the remainder is
+// one vector iteration under a lane mask of the iterations left: masked loads
+// (zeros in inactive lanes), masked stores (never nontemporal); mask_min=6
+// leaves a remainder of 5 scalar. No second copy of the body in scalar code.
+// MASKED-LABEL: func.func @elementwise
+// MASKED:      %[[N:.*]] = arith.constant 5 : index
+// MASKED-NEXT: %[[M:.*]] = vector.create_mask %[[N]] : vector<8xi1>
+// MASKED-NEXT: %[[Z:.*]] = arith.constant dense<0.000000e+00> : vector<8xf32>
+// MASKED:      loop.for %{{.*}} = 0 to 32 step 8 parallel {
+// MASKED:      loop.for %[[I:.*]] = 32 to 37 step 8 parallel {
+// MASKED-NEXT:   %[[X:.*]] = vector.maskedload %{{.*}}[%[[I]]], %[[M]], %[[Z]] : memref<37xf32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
+// MASKED-NEXT:   %[[Y:.*]] = arith.mulf %[[X]], %{{.*}} : vector<8xf32>
+// MASKED-NEXT:   %[[T:.*]] = math.tanh %[[Y]] : vector<8xf32>
+// MASKED-NEXT:   vector.maskedstore %{{.*}}[%[[I]]], %[[M]], %[[T]] : memref<37xf32>, vector<8xi1>, vector<8xf32>
+// MASKED-NOT:  memref.load
+// MASKED:      func.return
+// MIN6-LABEL:  func.func @elementwise
+// MIN6-NOT:    vector.masked
+// MIN6:        loop.for %{{.*}} = 32 to 37 step 1 parallel {
+// BADTAIL: tail='sometimes'; choose one of auto, masked, scalar
+
+// A masked reduction tail continues the vector accumulators; its inactive lanes
+// keep theirs (loop.select), then one vector.reduction after both loops.
+// MASKED-LABEL: func.func @reductions
+// MASKED:       %[[V0:.*]], %[[V1:.*]] = loop.for %{{.*}} = 0 to 16 step 8 reduction
+// MASKED:       %[[W0:.*]], %[[W1:.*]] = loop.for %{{.*}} = 16 to 20 step 8 reduction iter_args(%[[S:.*]] = %[[V0]], %{{.*}} = %[[V1]])
+// MASKED:         %[[L:.*]] = vector.maskedload
+// MASKED:         %[[A:.*]] = arith.addf %[[S]], %[[L]] : vector<8xf32>
+// MASKED-NEXT:    %{{.*}} = loop.select %{{.*}}, %[[A]], %[[S]] : vector<8xi1>, vector<8xf32>
+// MASKED:       vector.reduction <add>, %[[W0]]
+// MASKED:       vector.reduction <maximumf>, %[[W1]]
 
 // Stores to buffers of stream_bytes or more that the kernel never reads stream
 // (nontemporal); not those of a kernel that reads the buffer it writes.
