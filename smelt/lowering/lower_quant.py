@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type
+from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type, IntegerType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from smelt.dialects import graph
@@ -34,7 +34,12 @@ def _saturate(k: KernelBuilder, op: Operation, rounded: SSAValue) -> SSAValue:
     clamped = f.min(f.max(rounded, low), f.const(hi))
     is_nan = k.op(arith.CmpfOp, rounded, rounded, "uno")
     clamped = f.select(is_nan, low, clamped)
-    return cast(k, clamped, f, Arith(k, storage))
+    out = Arith(k, storage)
+    if out.is_float or out.width > 16:
+        return cast(k, clamped, f, out)
+    # in range: through i32, not cast's i64 (a cheaper vector conversion)
+    wide = k.op(arith.FPToSIOp, clamped, IntegerType(32))
+    return k.op(arith.TruncIOp, wide, out.type)
 
 
 def _quantize(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:

@@ -27,6 +27,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from smelt.dialects import loop
+from smelt.dialects.arith_ext import VECTOR_FORMS
 from smelt.passes.loop_analysis import (
     Access,
     Affine,
@@ -53,7 +54,8 @@ ELEMENTWISE = frozenset(
     [f"arith.{n}" for n in _ARITH.split()] + [f"math.{n}" for n in _MATH.split()]
 )
 """Pure elementwise ops. A varying one becomes the same op on vectors, if xDSL's
-verifier accepts that form (0.75 has no vector compares or int/float casts)."""
+verifier accepts that form (compares, select and int / float casts: smelt's vector
+forms, `dialects/arith_ext.VECTOR_FORMS`, as xDSL 0.75 verifies scalars only)."""
 
 # combining op → (vector.reduction kind, neutral element, needs reassociation)
 REDUCTIONS: dict[str, tuple[str, float | str, bool]] = {
@@ -367,7 +369,10 @@ class LoopVectorizer:
             op = value.owner
             assert isinstance(op, Operation)
             operands = [self._vector_operand(op, o) for o in op.operands]
-            new = op.create(
+            cls = type(op)
+            if not (isinstance(op, arith.SelectOp) and operands[0] is op.cond):
+                cls = VECTOR_FORMS.get(op.name, cls)  # a vector cond for select
+            new = cls.create(
                 operands=operands,
                 result_types=[_vector_of(r.type, self.width) for r in op.results],
                 properties=dict(op.properties),
