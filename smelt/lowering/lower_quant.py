@@ -1,5 +1,9 @@
 """The quant ops as scalar functions of the elementwise lowering: round half to
-even, add the zero point, saturate to the storage range (NaN to its minimum)."""
+even, add the zero point, saturate to the storage range (NaN to its minimum).
+
+A dequantize of a quantize in the same fused kernel (a QDQ model's fake-quant pair
+between two float ops) reads the saturated float itself: it is an integer of the
+storage range, so converting it to the storage type and back is the identity."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ Scalar = Callable[[KernelBuilder, Operation, list[SSAValue]], SSAValue]
 def _to_float(k: KernelBuilder, op: Operation, i: int, v: SSAValue, t: Attribute):
     """Operand `i` (value `v` in its compute type) as a float of type `t`."""
     src = Arith(k, graph.element_type_of(op.operands[i]))
+    if v in k.exact_floats:  # a quantize's result in this kernel: no round trip
+        return k.float_to(k.exact_floats[v], t)
     if src.is_float:
         return k.float_to(v, t)
     return cast(k, v, src, Arith(k, t))
@@ -39,7 +45,9 @@ def _saturate(k: KernelBuilder, op: Operation, rounded: SSAValue) -> SSAValue:
         return cast(k, clamped, f, out)
     # in range: through i32, not cast's i64 (a cheaper vector conversion)
     wide = k.op(arith.FPToSIOp, clamped, IntegerType(32))
-    return k.op(arith.TruncIOp, wide, out.type)
+    stored = k.op(arith.TruncIOp, wide, out.type)
+    k.exact_floats[stored] = clamped  # an integer in the storage range, exactly
+    return stored
 
 
 def _quantize(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
