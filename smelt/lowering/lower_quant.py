@@ -36,10 +36,10 @@ def _saturate(k: KernelBuilder, op: Operation, rounded: SSAValue) -> SSAValue:
     storage = graph.element_type_of(op.results[0])
     lo, hi = q.storage_range(storage)
     f = Arith(k, rounded.type)
-    low = f.const(lo)
-    clamped = f.min(f.max(rounded, low), f.const(hi))
-    is_nan = k.op(arith.CmpfOp, rounded, rounded, "uno")
-    clamped = f.select(is_nan, low, clamped)
+    low, high = f.const(lo), f.const(hi)
+    # compare and select (vmaxps / vminps): NaN compares false, so it takes `lo`
+    above = f.select(f.cmp("gt", rounded, low), rounded, low)
+    clamped = f.select(f.cmp("lt", above, high), above, high)
     out = Arith(k, storage)
     if out.is_float or out.width > 16:
         return cast(k, clamped, f, out)
