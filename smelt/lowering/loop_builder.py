@@ -97,6 +97,9 @@ class KernelBuilder:
         self._cursor = self.block
         self._constants: dict[tuple[Attribute, str], SSAValue] = {}
         self._constant_ops: list[Operation] = []
+        # integer value → the float that holds it exactly (a quantize's saturated
+        # value): a dequantize in the same kernel reads that instead of converting
+        self.exact_floats: dict[SSAValue, SSAValue] = {}
 
     @property
     def name(self) -> str:

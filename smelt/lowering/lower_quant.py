@@ -1,12 +1,16 @@
 """The quant ops as scalar functions of the elementwise lowering: round half to
-even, add the zero point, saturate to the storage range (NaN to its minimum)."""
+even, add the zero point, saturate to the storage range (NaN to its minimum).
+
+A dequantize of a quantize in the same fused kernel (a QDQ model's fake-quant pair
+between two float ops) reads the saturated float itself: it is an integer of the
+storage range, so converting it to the storage type and back is the identity."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type
+from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type, IntegerType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from smelt.dialects import graph
@@ -20,6 +24,8 @@ Scalar = Callable[[KernelBuilder, Operation, list[SSAValue]], SSAValue]
 def _to_float(k: KernelBuilder, op: Operation, i: int, v: SSAValue, t: Attribute):
     """Operand `i` (value `v` in its compute type) as a float of type `t`."""
     src = Arith(k, graph.element_type_of(op.operands[i]))
+    if v in k.exact_floats:  # a quantize's result in this kernel: no round trip
+        return k.float_to(k.exact_floats[v], t)
     if src.is_float:
         return k.float_to(v, t)
     return cast(k, v, src, Arith(k, t))
@@ -30,11 +36,18 @@ def _saturate(k: KernelBuilder, op: Operation, rounded: SSAValue) -> SSAValue:
     storage = graph.element_type_of(op.results[0])
     lo, hi = q.storage_range(storage)
     f = Arith(k, rounded.type)
-    low = f.const(lo)
-    clamped = f.min(f.max(rounded, low), f.const(hi))
-    is_nan = k.op(arith.CmpfOp, rounded, rounded, "uno")
-    clamped = f.select(is_nan, low, clamped)
-    return cast(k, clamped, f, Arith(k, storage))
+    low, high = f.const(lo), f.const(hi)
+    # compare and select (vmaxps / vminps): NaN compares false, so it takes `lo`
+    above = f.select(f.cmp("gt", rounded, low), rounded, low)
+    clamped = f.select(f.cmp("lt", above, high), above, high)
+    out = Arith(k, storage)
+    if out.is_float or out.width > 16:
+        return cast(k, clamped, f, out)
+    # in range: through i32, not cast's i64 (a cheaper vector conversion)
+    wide = k.op(arith.FPToSIOp, clamped, IntegerType(32))
+    stored = k.op(arith.TruncIOp, wide, out.type)
+    k.exact_floats[stored] = clamped  # an integer in the storage range, exactly
+    return stored
 
 
 def _quantize(k: KernelBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:

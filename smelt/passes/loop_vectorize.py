@@ -28,6 +28,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from smelt.dialects import loop
+from smelt.dialects.arith_ext import VECTOR_FORMS
 from smelt.errors import SmeltError
 from smelt.passes.loop_analysis import (
     Access,
@@ -388,7 +389,10 @@ class LoopVectorizer:
             op = value.owner
             assert isinstance(op, Operation)
             operands = [self._vector_operand(op, o) for o in op.operands]
-            new = op.create(
+            cls = type(op)
+            if not (isinstance(op, arith.SelectOp) and operands[0] is op.cond):
+                cls = VECTOR_FORMS.get(op.name, cls)  # a vector cond for select
+            new = cls.create(
                 operands=operands,
                 result_types=[vector_of(r.type, self.width) for r in op.results],
                 properties=dict(op.properties),

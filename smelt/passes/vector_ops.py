@@ -32,7 +32,8 @@ ELEMENTWISE = frozenset(
     [f"arith.{n}" for n in _ARITH.split()] + [f"math.{n}" for n in _MATH.split()]
 )
 """Pure elementwise ops. A varying one becomes the same op on vectors, if xDSL's
-verifier accepts that form (0.75 has no vector compares or int/float casts)."""
+verifier accepts that form (compares, select and int / float casts: smelt's vector
+forms, `dialects/arith_ext.VECTOR_FORMS`, as xDSL 0.75 verifies scalars only)."""
 
 # combining op → (vector.reduction kind, neutral element, needs reassociation)
 REDUCTIONS: dict[str, tuple[str, float | str, bool]] = {

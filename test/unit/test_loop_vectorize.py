@@ -404,3 +404,75 @@ def test_random_bodies_match_scalar(seed):
     np.testing.assert_allclose(o2, o1, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(s2, s1, rtol=1e-5)
     assert vector_loops(module) == (1 if n >= 8 else 0)
+
+
+def quantize_kernel(n: int, store: str, signed: bool) -> str:
+    """o[i] = saturate(roundeven(a[i] / s) + z) in `store` (NaN → the minimum),
+    then f[i] = float(o[i]) − z and an i1 flag (o[i] > z) widened to i32: the
+    compare, select and int / float casts of a QDQ chain."""
+    lo, hi = (-128.0, 127.0) if signed else (0.0, 255.0)
+    if store == "i16":
+        lo, hi = (-32768.0, 32767.0) if signed else (0.0, 65535.0)
+    to_f = "sitofp" if signed else "uitofp"
+    ta, to = f"memref<{n}xf32>", f"memref<{n}x{store}>"
+    tf, tb = f"memref<{n}xf32>", f"memref<{n}xi32>"
+    return f"""
+    func.func @k(%a: {ta}, %o: {to}, %f: {tf}, %b: {tb}) attributes {{loop.kernel}} {{
+      %s = arith.constant 0.37 : f32
+      %z = arith.constant 3.0 : f32
+      %zi = arith.constant 3 : {store}
+      %lo = arith.constant {lo} : f32
+      %hi = arith.constant {hi} : f32
+      loop.for %i = 0 to {n} step 1 parallel {{
+        %x = memref.load %a[%i] : {ta}
+        %d = arith.divf %x, %s : f32
+        %r = math.roundeven %d : f32
+        %y = arith.addf %r, %z : f32
+        %c1 = arith.maximumf %y, %lo : f32
+        %c2 = arith.minimumf %c1, %hi : f32
+        %nan = arith.cmpf uno, %y, %y : f32
+        %c3 = arith.select %nan, %lo, %c2 : f32
+        %w = arith.fptosi %c3 : f32 to i32
+        %q = arith.trunci %w : i32 to {store}
+        memref.store %q, %o[%i] : {to}
+        %back = arith.{to_f} %q : {store} to f32
+        %dq = arith.subf %back, %z : f32
+        memref.store %dq, %f[%i] : {tf}
+        %gt = arith.cmpi {"sgt" if signed else "ugt"}, %q, %zi : {store}
+        %g = arith.extui %gt : i1 to i32
+        %e = arith.{"extsi" if signed else "extui"} %q : {store} to i32
+        %sum = arith.addi %g, %e : i32
+        memref.store %sum, %b[%i] : {tb}
+        loop.yield
+      }}
+      func.return
+    }}
+    func.func @main(%a: {ta}, %o: {to}, %f: {tf}, %b: {tb}) {{
+      func.call @k(%a, %o, %f, %b) : ({ta}, {to}, {tf}, {tb}) -> ()
+      func.return
+    }}"""
+
+
+@pytest.mark.parametrize("n", [7, 16, 37, 101])
+@pytest.mark.parametrize(
+    "store,signed,dtype",
+    [("i8", False, np.uint8), ("i8", True, np.int8), ("i16", True, np.int16)],
+)
+def test_quantize_chain_casts_and_compares(n, store, signed, dtype):
+    """A QDQ chain's compares, selects and int / float casts vectorize (smelt's
+    vector forms of them) and give the scalar loop's results bit for bit: ties,
+    saturation, NaN, the remainder."""
+    rng = np.random.default_rng(n)
+    a = rng.uniform(-200, 200, n).astype(np.float32)
+    a[::5] = np.float32(0.37) * (np.arange(len(a[::5])) + 0.5)  # exact ties
+    a[1::11] = np.nan
+    a[2::13] = 1e9
+    outs = [np.zeros(n, dtype), np.zeros(n, np.float32), np.zeros(n, np.int32)]
+    scalar, vector, module = run_both(quantize_kernel(n, store, signed), [a], outs)
+    for s, v in zip(scalar, vector):
+        np.testing.assert_array_equal(v, s)
+    info = np.iinfo(dtype)
+    want = np.clip(np.rint(a / np.float32(0.37)) + 3, info.min, info.max)
+    want = np.where(np.isnan(a), info.min, want).astype(dtype)
+    np.testing.assert_array_equal(vector[0], want)
+    assert vector_loops(module) == (1 if n >= 8 else 0)

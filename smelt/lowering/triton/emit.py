@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import locations
+from smelt.dialects.arith_ext import XDSL_FORM
 from smelt.dialects.loop import ITERATIONS_ATTR, ForOp, YieldOp, is_kernel
 from smelt.errors import SmeltError
 from smelt.lowering.triton import schedule as sched
@@ -231,7 +232,7 @@ class PhaseEmitter:
         if isinstance(op, memref.LoadOp):
             expr = self.load_text(op)
         else:
-            text = OP_TEXT.get(type(op))
+            text = OP_TEXT.get(XDSL_FORM.get(type(op), type(op)))
             if text is None:
                 raise SmeltError(
                     f"the triton target does not support `{op.name}` in kernel "

@@ -342,11 +342,13 @@ func.func @not_a_reduction(%a: memref<16xf32>, %o: memref<1xf32>) attributes {lo
   func.return
 }
 
-// A varying comparison: xDSL's arith has no vector compare, so the loop stays.
+// A varying comparison and select: smelt's vector forms of them (xDSL 0.75's
+// verify scalars only).
 // CHECK-LABEL: func.func @varying_compare
-// CHECK-NOT:  vector
-// CHECK:      loop.for %{{.*}} = 0 to 16 step 1 parallel
-// CHECK-NOT:  vector
+// CHECK:      loop.for %{{.*}} = 0 to 16 step 8 parallel
+// CHECK:        %[[P:.*]] = arith.cmpf ogt, %{{.*}}, %{{.*}} : vector<8xf32>
+// CHECK:        arith.select %[[P]], %{{.*}}, %{{.*}} : vector<8xi1>, vector<8xf32>
+// CHECK-NOT:  loop.for
 // CHECK:      func.return
 func.func @varying_compare(%a: memref<16xf32>, %o: memref<16xf32>) attributes {loop.kernel} {
   %z = arith.constant 0.0 : f32
@@ -355,6 +357,33 @@ func.func @varying_compare(%a: memref<16xf32>, %o: memref<16xf32>) attributes {l
     %p = arith.cmpf ogt, %x, %z : f32
     %r = arith.select %p, %x, %z : f32
     memref.store %r, %o[%i] : memref<16xf32>
+    loop.yield
+  }
+  func.return
+}
+
+// A quantize chain (dequantize u8, requantize to u8): int / float casts on vectors.
+// CHECK-LABEL: func.func @quantize_chain
+// CHECK:      loop.for %{{.*}} = 0 to 16 step 8 parallel
+// CHECK:        arith.uitofp %{{.*}} : vector<8xi8> to vector<8xf32>
+// CHECK:        arith.fptosi %{{.*}} : vector<8xf32> to vector<8xi32>
+// CHECK:        arith.trunci %{{.*}} : vector<8xi32> to vector<8xi8>
+// CHECK-NOT:  loop.for
+// CHECK:      func.return
+func.func @quantize_chain(%a: memref<16xi8>, %o: memref<16xi8>) attributes {loop.kernel} {
+  %half = arith.constant 0.5 : f32
+  %lo = arith.constant 0.0 : f32
+  %hi = arith.constant 255.0 : f32
+  loop.for %i = 0 to 16 step 1 parallel {
+    %q = memref.load %a[%i] : memref<16xi8>
+    %x = arith.uitofp %q : i8 to f32
+    %y = arith.mulf %x, %half : f32
+    %r = math.roundeven %y : f32
+    %c = arith.minimumf %r, %hi : f32
+    %d = arith.maximumf %c, %lo : f32
+    %w = arith.fptosi %d : f32 to i32
+    %n = arith.trunci %w : i32 to i8
+    memref.store %n, %o[%i] : memref<16xi8>
     loop.yield
   }
   func.return
