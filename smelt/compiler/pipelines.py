@@ -46,9 +46,10 @@ INT8_FOLD_NHWC = "quant-fold-qdq{grouped_conv=false}"
 # What turns the vectorized micro-tile into a register-blocked kernel: unroll the
 # vector columns, unroll-and-jam the rows into the k loop, keep C in registers
 # (across the conv window loops too, when they are inside the micro-kernel), then
-# unroll the reduction loop (the rows' remainder tile by TAIL_ROWS, looped). loop-cse after each full unroll shares the address
-# arithmetic that every copy repeats (40% of light_resnet50's loop ops; the
-# passes after it and the LLVM emission, in Python, cost per op).
+# unroll the reduction loop (the rows' remainder tile by TAIL_ROWS, looped).
+# loop-cse after each full unroll shares the address arithmetic that every copy
+# repeats (40% of light_resnet50's loop ops; the passes after it and the LLVM
+# emission, in Python, cost per op).
 POST_VECTORIZE = (
     'loop-unroll{loop="n.2"}',
     "loop-cse",

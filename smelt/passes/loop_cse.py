@@ -22,24 +22,30 @@ properties alone (a division that traps would have trapped at the first copy).""
 
 COMMUTATIVE = (arith.AddiOp, arith.MuliOp, arith.AndIOp, arith.OrIOp, arith.XOrIOp)
 
+_PURE = frozenset(PURE)
+_COMMUTATIVE = frozenset(COMMUTATIVE)
+
 
 def _key(op: Operation) -> tuple | None:
     """What makes two ops compute the same value, or None for an op kept as is."""
-    if isinstance(op, arith.ConstantOp):
+    kind = type(op)
+    if kind is arith.ConstantOp:
         value = op.value
         if isinstance(value, IntegerAttr):
-            return (arith.ConstantOp, value, op.result.type)
+            return (kind, value, op.result.type)
         if isinstance(value, FloatAttr):  # by repr: -0.0 == 0.0, and NaN != NaN
-            return (arith.ConstantOp, repr(value.value.data), op.result.type)
+            return (kind, repr(value.value.data), op.result.type)
         return None
-    if not isinstance(op, PURE) or len(op.results) != 1:
+    if kind not in _PURE or len(op.results) != 1:
         return None
-    operands: tuple[SSAValue, ...] = tuple(op.operands)
-    if isinstance(op, COMMUTATIVE):
-        operands = tuple(sorted(operands, key=id))
-    props = tuple(sorted(op.properties.items())) if op.properties else ()
-    attrs = tuple(sorted(op.attributes.items())) if op.attributes else ()
-    return (type(op), operands, props, attrs, op.results[0].type)
+    # the operand tuple itself (`Operation.operands` builds a view per call: this
+    # pass looks at every op of every kernel)
+    operands: tuple[SSAValue, ...] = op._operands
+    if kind in _COMMUTATIVE and id(operands[0]) > id(operands[1]):
+        operands = (operands[1], operands[0])
+    props = tuple(op.properties.items()) if op.properties else ()
+    attrs = tuple(op.attributes.items()) if op.attributes else ()
+    return (kind, operands, props, attrs, op.results[0].type)
 
 
 def cse_block(block: Block, known: dict[tuple, SSAValue], added: list[tuple]) -> int:
