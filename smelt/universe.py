@@ -179,6 +179,7 @@ SMELT_UNIVERSE = Universe(
         "loop-schedule-apply": _pass(
             "smelt.passes.loop_schedule_apply", "LoopScheduleApplyPass"
         ),
+        "loop-cse": _pass("smelt.passes.loop_cse", "LoopCsePass"),
         "loop-dedup-kernels": _pass(
             "smelt.passes.loop_dedup_kernels", "LoopDedupKernelsPass"
         ),

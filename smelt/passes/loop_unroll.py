@@ -14,10 +14,13 @@ from smelt.passes import loop_nest
 from smelt.passes.loop_nest import add_index, index_constant
 
 
-def _copies(op: loop.ForOp, factor: int, full: bool) -> tuple[list[Block], int]:
+def _copies(
+    op: loop.ForOp, factor: int, full: bool, jam: bool = False
+) -> tuple[list[Block], int]:
     """`factor` clones of `op`'s body in fresh blocks; clone j sees the induction
-    variable iv + j·step (a constant when `full`). Returns them and the number
-    of iterations they cover."""
+    variable iv + j·step (a constant when `full`; with `jam` clone 0 too adds
+    its 0, so that every clone holds the same ops, which the jam pairs up).
+    Returns them and the number of iterations they cover."""
     blocks = []
     for j in range(factor):
         block = Block(arg_types=[a.type for a in op.body.block.args])
@@ -28,7 +31,7 @@ def _copies(op: loop.ForOp, factor: int, full: bool) -> tuple[list[Block], int]:
             c = index_constant(op.lb.data + j * op.step.data)
             block.add_op(c)
             mapping[op.iv] = c.result
-        elif j == 0:
+        elif j == 0 and not jam:
             mapping[op.iv] = block.args[0]
         else:
             c = index_constant(j * op.step.data)
@@ -139,7 +142,7 @@ def unroll(op: loop.ForOp, factor: int = 0, jam: bool = False) -> None:
         return
     parent = op.parent_block()
     assert parent is not None
-    blocks, _ = _copies(op, factor, full)
+    blocks, _ = _copies(op, factor, full, jam)
     if full:
         # the copies go straight into the parent block before `op`
         holder = Block()
@@ -193,6 +196,9 @@ class LoopUnrollPass(ModulePass):
     The copies compute what the iterations computed, in an order that parallel
     loops allow; reductions stay in order. With `hint=true` (a factor, no jam)
     the loop stays and gets `loop.unroll = factor`: the target unrolls it.
+    With `tail` > 0, a target with fewer iterations than another target of its
+    kernel (the remainder tile of a register block) is unrolled by `tail`
+    instead: a smaller copy that loops, rather than one more full-size copy.
 
         loop.for %i = 0 to 3 step 1 {loop.role = "u"} { S(%i) }    (factor=0)
       → %c0 = arith.constant 0 : index  S(%c0)  ...  S(%c2)
@@ -204,14 +210,19 @@ class LoopUnrollPass(ModulePass):
     factor: int = 0
     jam: bool = False
     hint: bool = False
+    tail: int = 0
     kernel: str = "*"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in loop_nest.kernels(op, self.kernel):
-            for target in reversed(loop_nest.loops_with_role(kernel, self.loop)):
+            targets = loop_nest.loops_with_role(kernel, self.loop)
+            most = max((t.trip_count for t in targets), default=0)
+            for target in reversed(targets):
                 if self.hint and self.factor > 1 and not self.jam:
                     target.attributes[loop.UNROLL_ATTR] = IntegerAttr(
                         self.factor, 64
                     )
+                elif self.tail > 0 and target.trip_count < most:
+                    unroll(target, self.tail, self.jam)
                 else:
                     unroll(target, self.factor, self.jam)

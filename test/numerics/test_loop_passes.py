@@ -26,6 +26,10 @@ PIPELINES = {
     + ',loop-pack{at="k.0" operand=1},loop-pack{at="m.0" operand=0}',
     "unroll": 'loop-unroll{loop="n" factor=3},loop-unroll{loop="k" factor=2}',
     "jam": TILE + ',loop-unroll{loop="m.1" jam=true},loop-unroll{loop="n.2"}',
+    # remainder tiles of 3 rows (m = 7, 31) jammed by 2: a looped pair, then one
+    "jam-tail": TILE
+    + ',loop-unroll{loop="n.2"},loop-cse,loop-unroll{loop="m.1" jam=true tail=2}'
+    + ",loop-cse",
     "promote": TILE
     + ',loop-interchange{order="m.0,n.0,n.1,m.1,k.0,k.1,n.2"}'
     + ',loop-unroll{loop="n.2"},loop-promote{loop="k.1,k.0"}',

@@ -1,6 +1,7 @@
 // RUN: smelt-opt -p 'loop-unroll{loop="u" factor=0}' %s | filecheck %s --check-prefix=FULL
 // RUN: smelt-opt -p 'loop-unroll{loop="u" factor=2}' %s | filecheck %s --check-prefix=TWO
 // RUN: smelt-opt -p 'loop-unroll{loop="j" jam=true}' %s | filecheck %s --check-prefix=JAM
+// RUN: smelt-opt -p 'loop-unroll{loop="t" jam=true tail=2}' %s | filecheck %s --check-prefix=TAIL
 // RUN: smelt-opt -p 'loop-unroll{loop="u" factor=2 hint=true}' %s | filecheck %s --check-prefix=HINT
 // RUN: smelt-opt -p 'loop-unroll{loop="u" factor=2 hint=true}' %s -t llvm | filecheck %s --check-prefix=HINT-LLVM
 
@@ -88,5 +89,42 @@ func.func @no_jam_reduction(%a: memref<2xf32>, %o: memref<f32>) attributes {loop
     loop.yield %s : f32
   } {loop.role = "j"}
   memref.store %r, %o[] : memref<f32>
+  func.return
+}
+
+// tail=2: the 6-row tile is jammed whole; the 4-row remainder tile (fewer trips
+// than the kernel's largest `t` loop) is jammed by 2 and loops twice, each copy
+// at its own row (iv + 0, iv + 1).
+// TAIL-LABEL: func.func @tail(
+// TAIL:         loop.for %{{.*}} = 0 to 8 step 1 reduction iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32) {
+// TAIL:         loop.for %[[T:.*]] = 6 to 10 step 2 parallel {
+// TAIL-NEXT:      %[[Z:.*]] = arith.constant 0 : index
+// TAIL-NEXT:      %[[I0:.*]] = arith.addi %[[T]], %[[Z]] : index
+// TAIL-NEXT:      %[[O:.*]] = arith.constant 1 : index
+// TAIL-NEXT:      %[[I1:.*]] = arith.addi %[[T]], %[[O]] : index
+// TAIL-NEXT:      loop.for %{{.*}} = 0 to 8 step 1 reduction iter_args({{.*}}) -> (f32, f32) {
+// TAIL-NEXT:        memref.load %a[%[[I0]],
+// TAIL:             memref.load %a[%[[I1]],
+// TAIL:         } {loop.role = "t"}
+func.func @tail(%a: memref<10x8xf32>, %o: memref<10xf32>) attributes {loop.kernel} {
+  %z = arith.constant 0.0 : f32
+  loop.for %i = 0 to 6 step 1 parallel {
+    %r = loop.for %k = 0 to 8 step 1 reduction iter_args(%acc = %z) -> (f32) {
+      %x = memref.load %a[%i, %k] : memref<10x8xf32>
+      %s = arith.addf %acc, %x : f32
+      loop.yield %s : f32
+    } {loop.role = "k"}
+    memref.store %r, %o[%i] : memref<10xf32>
+    loop.yield
+  } {loop.role = "t"}
+  loop.for %i = 6 to 10 step 1 parallel {
+    %r = loop.for %k = 0 to 8 step 1 reduction iter_args(%acc = %z) -> (f32) {
+      %x = memref.load %a[%i, %k] : memref<10x8xf32>
+      %s = arith.addf %acc, %x : f32
+      loop.yield %s : f32
+    } {loop.role = "k"}
+    memref.store %r, %o[%i] : memref<10xf32>
+    loop.yield
+  } {loop.role = "t"}
   func.return
 }
