@@ -27,6 +27,7 @@ from smelt.compiler.pipelines import preset
 from smelt.compiler.driver import import_graph, lower
 from smelt.dialects import graph
 from smelt.dialects import quant as q
+from smelt.quantize import upgrade_for_quantization
 
 from models import (
     encoder_layer_model,
@@ -158,12 +159,7 @@ def test_mlp(act, gemm):
 def _resnet() -> tuple[onnx.ModelProto, str, list[int]]:
     model = random_weights(onnx.load(light_model_path("light_resnet50")))
     del model.graph.output[1:]  # the logits output random_weights adds
-    inits = {t.name for t in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
-    del model.graph.input[:]
-    model.graph.input.extend(inputs)
-    model.ir_version = 8
-    model = onnx.version_converter.convert_version(model, 13)
+    model = upgrade_for_quantization(model)  # quantize_static needs opset 13
     info = real_inputs(model)[0]
     shape = [d.dim_value or 1 for d in info.type.tensor_type.shape.dim]
     return model, info.name, shape
