@@ -4,12 +4,14 @@ encoder layer of models.py, each quantized by onnxruntime's `quantize_static`
 (QDQ format, per-channel int8 weights) with uint8 ("u8": QUInt8 activations,
 QInt8 weights) and int8 ("s8": S8S8) activations.
 
-Per model and activation type: the fraction of output elements within one
-quantization step of onnxruntime's result, run unoptimized (ORT_DISABLE_ALL: the
-QDQ graph as written, the fair oracle of its semantics) and with onnxruntime's
-default optimizations (its own QDQ fusions, which round differently), the most
-steps off, how far onnxruntime's two runs are from each other, how many convs / gemms / matmuls became integer kernels and how many
-stayed float, and smelt's compile time at O2.
+Per model and activation type: the fraction of output elements (every graph
+output: the light models' probabilities and logits) within one quantization step
+of onnxruntime's result, run unoptimized (ORT_DISABLE_ALL: the QDQ graph as
+written, in float: the fair oracle of its semantics) and with onnxruntime's default
+optimizations (its own QDQ fusions into integer kernels, which round differently),
+the most steps off, how far onnxruntime's two runs are from each other, how many
+convs / gemms / matmuls became integer kernels and how many stayed float, and
+smelt's compile time at O2 (a busy 2-core machine: noisy).
 
 The step of an output: the scale of the DequantizeLinear that makes it, else the
 scale of the last QuantizeLinear before it (walking back through the producers'
@@ -190,7 +192,8 @@ class Row:
             return f"{100 * r[0]:.3f}% | {r[1]:.2f}"
 
         return (f"| {self.model} | {self.act} | {pct(self.unopt)} "
-                f"| {pct(self.default)} | {pct(self.ort_self)} | {self.kernels[0]} | {self.kernels[1]} "
+                f"| {pct(self.default)} | {pct(self.ort_self)} "
+                f"| {self.kernels[0]} | {self.kernels[1]} "
                 f"| {self.compile_s:.1f} |")  # fmt: skip
 
 
@@ -239,28 +242,47 @@ def run_case(name: str, act: str) -> Row:
     return row
 
 
+def write_table(rows: dict[tuple[str, str], str], command: str) -> str:
+    """Merges `rows` into quant_ort_models.md (a row per model and activation
+    type, in MODELS order; rows of other models kept) and returns its path."""
+    path = os.path.join(os.path.dirname(__file__), "quant_ort_models.md")
+    kept: dict[tuple[str, str], str] = {}
+    commands: list[str] = []
+    if os.path.exists(path):
+        for line in open(path).read().splitlines():
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) > 3 and cells[1] in MODELS and cells[2] in ACTS:
+                kept[(cells[1], cells[2])] = line
+            elif line.startswith("    python "):
+                commands.append(line.strip())
+    kept.update(rows)
+    if command not in commands:
+        commands.append(command)
+    order = [(m, a) for m in MODELS for a in ACTS if (m, a) in kept]
+    doc = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
+    with open(path, "w") as f:
+        f.write("# onnxruntime's QDQ models: smelt against onnxruntime\n\n"
+                f"{doc}\n\nRows written by (each run merges its rows):\n\n"
+                + "".join(f"    {c}\n" for c in commands)
+                + f"\n{HEADER}\n" + "\n".join(kept[k] for k in order) + "\n")
+    return path
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", default=MODELS)
     parser.add_argument("--act", nargs="+", default=list(ACTS), choices=ACTS)
-    parser.add_argument("--write", action="store_true", help="write the .md table")
+    parser.add_argument("--write", action="store_true", help="merge into the .md")
     args = parser.parse_args(argv)
-    lines = [HEADER]
+    words = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python test/numerics/quant_ort_models.py", *words])
     print(HEADER, flush=True)
     for name in args.models:
         for act in args.act:
-            row = run_case(name, act)
-            lines.append(row.cells())
-            print(lines[-1], flush=True)
-    if args.write:
-        command = "python test/numerics/quant_ort_models.py --write " + " ".join(
-            argv if argv is not None else sys.argv[1:]
-        ).replace("--write", "").strip()
-        path = os.path.join(os.path.dirname(__file__), "quant_ort_models.md")
-        with open(path, "w") as f:
-            f.write(f"# onnxruntime's QDQ models, smelt vs onnxruntime\n\n"
-                    f"{__doc__.split(chr(10) * 2, 1)[1]}\n"
-                    f"    {command}\n\n" + "\n".join(lines) + "\n")  # fmt: skip
+            row = run_case(name, act).cells()
+            print(row, flush=True)
+            if args.write:  # row by row: a long run that stops keeps its rows
+                write_table({(name, act): row}, command)
     return 0
 
 
