@@ -7,9 +7,10 @@ Each case asserts: within one quantization step (`output_steps`) of onnxruntime'
 default run on >= 99.9% of the output elements; and at least as close to
 onnxruntime's unoptimized run (the QDQ graph as written, in float) as the bar of
 99.9% or, where onnxruntime's own two runs are further apart than that (its float
-QDQ path rounds differently from its integer kernels through a deep net: vgg19),
-as close as onnxruntime's default run is. Every conv / gemm is an integer kernel
-except grouped convs, which stay float (quant-fold-qdq{grouped_conv=false})."""
+QDQ path rounds differently from its integer kernels, and a deep net amplifies
+the flips: vgg19), as close as onnxruntime's default run is. Every conv /
+gemm is an integer kernel except grouped convs (alexnet's), which stay float
+(quant-fold-qdq{grouped_conv=false})."""
 
 from __future__ import annotations
 
@@ -27,19 +28,25 @@ from quant_ort_models import (
     within,
 )
 
-# one activation type per model in CI, alternating (the script runs both)
+# One activation type per model, alternating, both for resnet50. Not here (CI
+# time: their compiles take minutes on 2 cores): light_shufflenet, light_vgg19,
+# light_densenet121, light_inception_v2; quant_ort_models.py runs them all.
 CASES = [
     ("light_squeezenet", "u8"),
-    ("light_bvlc_alexnet", "s8"),
     ("light_zfnet512", "u8"),
-    ("light_shufflenet", "s8"),
-    pytest.param("light_resnet50", "u8", marks=pytest.mark.slow),
+    pytest.param("light_bvlc_alexnet", "s8", marks=pytest.mark.slow),
     pytest.param("light_inception_v1", "s8", marks=pytest.mark.slow),
-    pytest.param("light_inception_v2", "u8", marks=pytest.mark.slow),
-    pytest.param("light_densenet121", "s8", marks=pytest.mark.slow),
-    pytest.param("light_vgg19", "u8", marks=pytest.mark.slow),
+    pytest.param("light_resnet50", "u8", marks=pytest.mark.slow),
+    pytest.param("light_resnet50", "s8", marks=pytest.mark.slow),
 ]
-GROUPED_CONVS = {"light_shufflenet": 32}  # float: no integer grouped conv yet
+
+
+def grouped_convs(model) -> int:
+    """Convs with group > 1: they stay float (no integer grouped conv yet)."""
+    return sum(
+        1 for n in model.graph.node if n.op_type == "Conv"
+        and any(a.name == "group" and a.i != 1 for a in n.attribute)
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("name, act", CASES)
@@ -56,7 +63,7 @@ def test_light_model(name, act):
     frac, worst = within(ours, unopt, steps)
     assert frac >= bar, f"{frac:.5f} within one step of ORT (unoptimized), max {worst}"
     ints, floats = contractions(qmodel)
-    assert floats == GROUPED_CONVS.get(name, 0) and ints > 0, (ints, floats)
+    assert floats == grouped_convs(qmodel) and ints > 0, (ints, floats)
 
 
 def test_weight_quantized_as_activation():
