@@ -67,8 +67,14 @@ def ort_quantized(src: str, dst: str, calib: list[dict]) -> None:
         def get_next(self):
             return next(self.it, None)
 
+    from smelt.quantize import upgrade_for_quantization
+
+    # old-opset models (the light_* ones: opset 9, weights listed as graph inputs)
+    # need opset 13 and constant weights first
+    prepared = os.path.join(os.path.dirname(dst), "prepared.onnx")
+    onnx.save(upgrade_for_quantization(onnx.load(src)), prepared)
     logging.getLogger().setLevel(logging.ERROR)
-    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ,
+    quantize_static(prepared, dst, Reader(), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QUInt8,
                     weight_type=QuantType.QInt8)  # fmt: skip
 

@@ -12,7 +12,7 @@ them at run time) that broadcast to the value: a per-axis scale of a rank-3 valu
 axis 1 has shape [C, 1]. `uniform_type` reads the static type back when both are
 constants. Every op computes with round half to even and saturates to the storage
 range; none is folded into a float constant (a quantized weight stays int8 data
-plus its scale and zero point).
+plus its scale and zero point), a quantize of a constant folds to its integers.
 """
 
 from __future__ import annotations
@@ -287,6 +287,9 @@ class QuantizeOp(_QuantOp):
     storage type of `zero_point`."""
 
     ELEMENTWISE: ClassVar[bool] = True
+    # a constant quantizes to integer data (a weight reached through a Reshape is
+    # quantized as an activation): folded, the contraction finds an int8 weight
+    FOLDABLE: ClassVar[bool] = True
 
     name = "quant.quantize"
     input = operand_def(TensorType)

@@ -17,7 +17,7 @@ from smelt.errors import SmeltError
 from smelt.quantize import qdq
 from smelt.quantize.calibration import METHODS, Calibration, collect, tensor_range
 from smelt.quantize.evaluate import Accuracy, Budget, measure, session
-from smelt.quantize.qdq import DEFAULT_OP_TYPES, Options
+from smelt.quantize.qdq import DEFAULT_OP_TYPES, Options, upgrade_for_quantization
 
 
 @dataclass
@@ -175,4 +175,4 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["QuantizeResult", "quantize"]
+__all__ = ["QuantizeResult", "quantize", "upgrade_for_quantization"]

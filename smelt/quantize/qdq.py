@@ -34,22 +34,40 @@ class Options:
         return self.activations == "s8"
 
 
-def prepare(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy at opset ≥ 13, Constant nodes as initializers, every node named (the
-    names --exclude and the report use)."""
+def upgrade_for_quantization(
+    model: onnx.ModelProto, opset: int = MIN_OPSET
+) -> onnx.ModelProto:
+    """A copy of `model` that a QDQ quantizer (ours, or onnxruntime's
+    `quantize_static`) can take: no initializer listed as a graph input (IR < 4
+    models list every weight there; a weight that is an input is not a constant,
+    and onnxruntime's quantizer then fails with "Input ... is undefined"), IR
+    version ≥ 7, and the default-domain opset ≥ `opset` (13: DequantizeLinear's
+    per-channel `axis`) by onnx's version converter. Models already so are copied
+    unchanged."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
-    m.ir_version = max(m.ir_version, 7)  # initializers need not be graph inputs
-    if opset < MIN_OPSET:
+    inits = {t.name for t in m.graph.initializer}
+    graph_inputs = [i for i in m.graph.input if i.name not in inits]
+    del m.graph.input[:]
+    m.graph.input.extend(graph_inputs)
+    m.ir_version = max(m.ir_version, 7)
+    have = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if have < opset:
         try:
-            m = onnx.version_converter.convert_version(m, MIN_OPSET)
+            m = onnx.version_converter.convert_version(m, opset)
         except Exception as e:  # the converter raises its own types
             raise SmeltError(
-                f"cannot convert the model from opset {opset} to {MIN_OPSET} (needed "
+                f"cannot convert the model from opset {have} to {opset} (needed "
                 f"for per-channel DequantizeLinear): {e}"
             ) from None
-    m.ir_version = max(m.ir_version, 7)
+        m.ir_version = max(m.ir_version, 7)
+    return m
+
+
+def prepare(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy at opset ≥ 13 (`upgrade_for_quantization`), Constant nodes as
+    initializers, every node named (the names --exclude and the report use)."""
+    m = upgrade_for_quantization(model)
     kept = []
     for node in m.graph.node:
         if node.op_type == "Constant" and node.attribute[0].name == "value":

@@ -1,7 +1,8 @@
 """QDQ models written by onnxruntime.quantization.quantize_static (per-channel int8
 weights; uint8 or int8 activations) compiled by smelt, whose quant-fold-qdq turns
 their layers into integer kernels, against onnxruntime's run of the same model:
-within one quantization step of the output on >= 99.9% of the elements."""
+within one quantization step of the output on >= 99.9% of the elements. The
+light_* models: test_quant_ort_models.py."""
 
 from __future__ import annotations
 
@@ -28,13 +29,7 @@ from smelt.compiler.driver import import_graph, lower
 from smelt.dialects import graph
 from smelt.dialects import quant as q
 
-from models import (
-    encoder_layer_model,
-    light_model_path,
-    mlp_gelu_model,
-    random_weights,
-    real_inputs,
-)
+from models import encoder_layer_model, mlp_gelu_model
 
 ACTIVATIONS = {"u8": QuantType.QUInt8, "s8": QuantType.QInt8}
 
@@ -153,31 +148,6 @@ def test_mlp(act, gemm):
         assert "graph.gemm" not in ops
         assert ops.count(q.DequantizeOp.name) == 1
     check(model, {"x": rng.standard_normal((8, 64)).astype(np.float32)})
-
-
-def _resnet() -> tuple[onnx.ModelProto, str, list[int]]:
-    model = random_weights(onnx.load(light_model_path("light_resnet50")))
-    del model.graph.output[1:]  # the logits output random_weights adds
-    inits = {t.name for t in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
-    del model.graph.input[:]
-    model.graph.input.extend(inputs)
-    model.ir_version = 8
-    model = onnx.version_converter.convert_version(model, 13)
-    info = real_inputs(model)[0]
-    shape = [d.dim_value or 1 for d in info.type.tensor_type.shape.dim]
-    return model, info.name, shape
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("act", ["u8", "s8"])
-def test_light_resnet50(act):
-    model, name, shape = _resnet()
-    rng = np.random.default_rng(5)
-    batches = [rng.random(shape, np.float32) for _ in range(2)]
-    model = quantized(model, name, batches, act)
-    assert "graph.conv2d" in folded_ops(model)
-    check(model, {name: rng.random(shape, np.float32)})
 
 
 @pytest.mark.parametrize("act", ["u8", "s8"])
