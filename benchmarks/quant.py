@@ -13,7 +13,6 @@ Latencies: interleaved blocks, median of --repeat runs (benchmarks/cpu.py).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import tempfile
@@ -53,30 +52,15 @@ def samples(model: onnx.ModelProto, n: int, seed: int = 0) -> list[dict]:
 
 
 def ort_quantized(src: str, dst: str, calib: list[dict]) -> None:
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(calib)
-
-        def get_next(self):
-            return next(self.it, None)
+    """onnxruntime's quantize_static of `src` (QDQ, per channel, u8 activations),
+    old-opset models (the light_* ones: opset 9, weights listed as graph inputs)
+    brought to opset 13 with constant weights first."""
+    from quant_ort_models import ort_quantize
 
     from smelt.quantize import upgrade_for_quantization
 
-    # old-opset models (the light_* ones: opset 9, weights listed as graph inputs)
-    # need opset 13 and constant weights first
-    prepared = os.path.join(os.path.dirname(dst), "prepared.onnx")
-    onnx.save(upgrade_for_quantization(onnx.load(src)), prepared)
-    logging.getLogger().setLevel(logging.ERROR)
-    quantize_static(prepared, dst, Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8)  # fmt: skip
+    model = upgrade_for_quantization(onnx.load(src))
+    onnx.save(ort_quantize(model, calib, "u8"), dst)
 
 
 def smelt_quantized(src: str, dst: str, calib: list[dict]) -> None:

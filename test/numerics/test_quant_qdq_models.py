@@ -6,22 +6,12 @@ light_* models: test_quant_ort_models.py."""
 
 from __future__ import annotations
 
-import logging
-import os
-import tempfile
-
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 from xdsl.dialects import func
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.quantization import (
-    CalibrationDataReader,
-    QuantFormat,
-    QuantType,
-    quantize_static,
-)
 
 import smelt
 from smelt.compiler.pipelines import preset
@@ -30,34 +20,12 @@ from smelt.dialects import graph
 from smelt.dialects import quant as q
 
 from models import encoder_layer_model, mlp_gelu_model
-
-ACTIVATIONS = {"u8": QuantType.QUInt8, "s8": QuantType.QInt8}
-
-
-class _Reader(CalibrationDataReader):
-    def __init__(self, name: str, batches: list[np.ndarray]):
-        self._it = iter([{name: b} for b in batches])
-
-    def get_next(self):
-        return next(self._it, None)
+from quant_ort_models import ort_quantize
 
 
 def quantized(model: onnx.ModelProto, name: str, batches, act: str) -> onnx.ModelProto:
     """`model` through quantize_static (QDQ, per channel, int8 weights)."""
-    logging.getLogger().setLevel(logging.ERROR)  # its pre-processing advice
-    with tempfile.TemporaryDirectory() as d:
-        src, dst = os.path.join(d, "f.onnx"), os.path.join(d, "q.onnx")
-        onnx.save(model, src)
-        quantize_static(
-            src,
-            dst,
-            _Reader(name, batches),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=ACTIVATIONS[act],
-            weight_type=QuantType.QInt8,
-        )
-        return onnx.load(dst)
+    return ort_quantize(model, [{name: b} for b in batches], act)
 
 
 def mlp_model(batch: int, d: int, h: int, gemm: bool, seed: int = 0) -> onnx.ModelProto:
