@@ -192,6 +192,8 @@ class KernelEmitter:
         self.pool = pool
         """The thread pool; None where marked loops run serially (inside a task)."""
         self.tasks = 0  # outlined loops so far, to name the next one
+        self._address_values: dict[tuple, ir.Value] = {}
+        """Address arithmetic by (basic block, kind, operands): see `address`."""
 
     # --- values -------------------------------------------------------------
 
@@ -356,7 +358,13 @@ class KernelEmitter:
     # --- memory -------------------------------------------------------------
 
     def address(self, buffer: SSAValue, indices: list[SSAValue]) -> ir.Value:
-        """The address of `buffer[indices]`: base + Σ index·stride elements."""
+        """The address of `buffer[indices]`: base + Σ index·stride elements.
+
+        Constant indices fold into one constant term, and the products and
+        partial sums are numbered per basic block (`_numbered`): accesses that
+        share leading indices (a tile's rows, an unrolled vector's lanes) share
+        their arithmetic instead of each emitting its own for LLVM to merge.
+        """
         info = buffer_info(buffer.type)
         if len(indices) != len(info.shape):
             raise SmeltError(
@@ -364,19 +372,43 @@ class KernelEmitter:
             )
         b = self.builder
         offset: ir.Value | None = None
+        fixed = 0
         for index, stride in zip(indices, info.strides):
             term = self.get(index)
+            if isinstance(term, ir.Constant) and isinstance(term.constant, int):
+                fixed += term.constant * stride
+                continue
             if stride != 1:
-                term = b.mul(term, constant(I64, stride), flags=["nsw"])
-            offset = term if offset is None else b.add(offset, term, flags=["nsw"])
+                term = self._numbered("mul", term, constant(I64, stride))
+            offset = term if offset is None else self._numbered("add", offset, term)
+        if fixed:
+            fixed_term = constant(I64, fixed)
+            offset = fixed_term if offset is None else self._numbered(
+                "add", offset, fixed_term
+            )
         if offset is None:
             return self.get(buffer)
-        return b.gep(
-            self.get(buffer),
-            [offset],
-            inbounds=True,
-            source_etype=memory_type(info.element),
-        )
+        return self._numbered("gep", self.get(buffer), offset, info.element)
+
+    def _numbered(
+        self, kind: str, a: ir.Value, b: ir.Value, element: Attribute | None = None
+    ) -> ir.Value:
+        """`a * b`, `a + b` (nsw) or `gep a[b]`, reused where the same one was
+        already emitted in the current basic block (which it then dominates)."""
+        key = (id(self.builder.block), kind, id(a), id(b) if not isinstance(
+            b, ir.Constant) else ("c", b.constant), element)  # fmt: skip
+        value = self._address_values.get(key)
+        if value is None:
+            if kind == "mul":
+                value = self.builder.mul(a, b, flags=["nsw"])
+            elif kind == "add":
+                value = self.builder.add(a, b, flags=["nsw"])
+            else:
+                value = self.builder.gep(
+                    a, [b], inbounds=True, source_etype=memory_type(element)
+                )
+            self._address_values[key] = value
+        return value
 
     def alloca(self, info: BufferInfo) -> ir.Value:
         """A scratch buffer in the kernel's stack frame, allocated once on entry."""
