@@ -12,6 +12,7 @@ them serially.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -104,8 +105,13 @@ class LoweredModule:
     """With `EmitOptions.profile`: the ONNX nodes of each call (its location)."""
 
 
-def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> LoweredModule:
-    """Builds the LLVM module of `module` (kernels, and the entry point if @main)."""
+def lower_module(
+    module: ModuleOp,
+    options: EmitOptions | None = None,
+    emitted: Callable[[ir.Function, func.FuncOp], None] | None = None,
+) -> LoweredModule:
+    """Builds the LLVM module of `module` (kernels, and the entry point if @main);
+    `emitted` is told of each kernel as soon as its code is complete."""
     options = options or EmitOptions()
     kernels: list[func.FuncOp] = []
     main: func.FuncOp | None = None
@@ -131,6 +137,8 @@ def lower_module(module: ModuleOp, options: EmitOptions | None = None) -> Lowere
     for fn, kernel in functions.values():
         with locations.naming_errors(kernel):
             KernelEmitter(fn, kernel, OP_EMITTERS, options, checks=codes).emit()
+        if emitted is not None:
+            emitted(fn, kernel)
     if main is None:  # a library of kernels: keep them all, exported
         for fn, _ in functions.values():
             fn.linkage = ""

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 
 import llvmlite.binding as llvm
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from smelt.dialects.dtypes import to_numpy
+from smelt.dialects.loop import is_kernel
 from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm, threads
 from smelt.lowering.llvm.emit import LoweredModule, lower_module
 from smelt.lowering.llvm.emit_kernel import EmitOptions
 from smelt.lowering.llvm.program import ENTRY, NativeProgram, tick_seconds
-from smelt.lowering.llvm.split import split
+from smelt.lowering.llvm.split import PartStream
 from smelt.lowering.llvm.object_code import load_objects
 from smelt.lowering.llvm.types import buffer_info
 from smelt.targets.cpu_spec import CpuSpec, host
@@ -67,6 +69,11 @@ def optimize(
     pb = llvm.create_pass_builder(tm, pto)
     pm = pb.getModulePassManager()
     pm.run(mod, pb)
+
+
+PARTS_PER_THREAD = 3
+"""Parts per compile thread: LLVM starts on the first while Python emits the
+rest (more parts start it sooner; each part costs its declarations' parse)."""
 
 
 def compile_threads() -> int:
@@ -164,15 +171,23 @@ def compile_to_native(
         memory_limit=memory_limit,
     )  # fmt: skip
     _initialize()
-    lowered = lower_module(module, options)
-    if lowered.plan is None:
-        raise SmeltError("the module has no @main: nothing to run")
     spec = module_spec(module)
-    texts = split(lowered.ir_module, parts or compile_threads())
-    with ThreadPoolExecutor(len(texts)) as pool:  # LLVM releases the GIL
-        built = list(
-            pool.map(lambda t: _object(t, spec, opt_level, unroll), texts)
+    kernels = [op for op in module.ops if isinstance(op, func.FuncOp) and is_kernel(op)]
+    threads_ = compile_threads()
+    with ThreadPoolExecutor(threads_) as pool:  # LLVM releases the GIL
+        futures: list[Future] = []
+        stream = PartStream(
+            kernels,
+            parts or PARTS_PER_THREAD * threads_,
+            lambda text: futures.append(
+                pool.submit(_object, text, spec, opt_level, unroll)
+            ),
         )
+        lowered = lower_module(module, options, emitted=stream.emitted)
+        if lowered.plan is None:
+            raise SmeltError("the module has no @main: nothing to run")
+        stream.finish(lowered.ir_module)
+        built = [f.result() for f in futures]
     mods = [m for m, _ in built]
     objects = tuple(o for _, o in built)
     engine = load_objects(objects, ENTRY, "the compiled model")
