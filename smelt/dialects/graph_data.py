@@ -253,15 +253,19 @@ class ConstantOp(GraphOp):
 
     @staticmethod
     def from_array(array: np.ndarray) -> ConstantOp:
-        # (np.ascontiguousarray would make a 0-d array 1-d)
-        array = np.require(array, requirements="C")
-        t = tensor(dtypes.from_numpy(array.dtype), array.shape)
-        storage = array.astype(np.uint8) if array.dtype == np.bool_ else array
-        attr = DenseIntOrFPElementsAttr(t, BytesAttr(_bytes_of(storage)))
-        return ConstantOp.create(result_types=[t], attributes={"value": attr})
+        attr = array_to_dense(array)
+        return ConstantOp.create(result_types=[attr.type], attributes={"value": attr})
 
     def to_array(self) -> np.ndarray:
         return dense_to_array(self.value)
+
+    def drop_all_references(self) -> None:
+        """Erasing the op (xDSL calls this) also drops its bytes: an erased op
+        lives on in reference cycles until the next garbage collection, which a
+        compile makes rare (driver._fewer_collections), and a pass that replaces
+        a weight would otherwise hold it twice until then."""
+        super().drop_all_references()
+        self.attributes.pop("value", None)
 
     def print(self, printer: Printer) -> None:
         t = self.result.type
@@ -296,6 +300,17 @@ def _bytes_of(array: np.ndarray) -> bytes:
     ):
         return base
     return array.tobytes()
+
+
+def array_to_dense(array: np.ndarray) -> DenseIntOrFPElementsAttr:
+    """`array` as a dense attribute (its bytes: shared with `array` when it views
+    a whole bytes object, else copied); what a loop.constant takes, with no
+    graph.constant made for it (an unused op lives on in reference cycles)."""
+    # (np.ascontiguousarray would make a 0-d array 1-d)
+    array = np.require(array, requirements="C")
+    t = tensor(dtypes.from_numpy(array.dtype), array.shape)
+    storage = array.astype(np.uint8) if array.dtype == np.bool_ else array
+    return DenseIntOrFPElementsAttr(t, BytesAttr(_bytes_of(storage)))
 
 
 def dense_to_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:

@@ -253,6 +253,11 @@ class ConstantOp(IRDLOperation):
     def __init__(self, value: DenseIntOrFPElementsAttr, memref_type: MemRefType):
         super().__init__(result_types=[memref_type], properties={"value": value})
 
+    def drop_all_references(self) -> None:
+        """Erasing the op also drops its bytes (see graph.ConstantOp's)."""
+        super().drop_all_references()
+        self.properties.pop("value", None)
+
     def print(self, printer: Printer) -> None:
         from smelt.dialects.graph_base import elides
 

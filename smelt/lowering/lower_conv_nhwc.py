@@ -153,7 +153,7 @@ def _packed_weight(ctx: LoweringContext, conv: Conv, weight: SSAValue) -> SSAVal
     owner = weight.owner
     if isinstance(owner, loop.ConstantOp):
         packed = conv.pack(graph.dense_to_array(owner.value))
-        value = graph.ConstantOp.from_array(packed).value
+        value = graph.array_to_dense(packed)
         return ctx.emit(loop.ConstantOp(value, memref_type(value.type)))  # type: ignore[arg-type]
     packed_type = MemRefType(element_type(weight), conv.packed_shape)
     buffer = ctx.alloc(packed_type)

@@ -109,7 +109,7 @@ def _prepare_fast(
         else:  # one packed B per GEMM of the batch
             mats = weight.reshape(-1, *weight.shape[-2:])
             packed = np.stack([pack_b(b) for b in mats])
-        value = graph.ConstantOp.from_array(packed).value
+        value = graph.array_to_dense(packed)
         memref = memref_type(value.type)  # type: ignore[arg-type]
         wp = ctx.emit(loop.ConstantOp(value, memref))
     elif isinstance(op, graph.MatMulOp):
