@@ -14,8 +14,8 @@ from smelt.lowering.llvm.jit import compile_to_native
 
 
 def _chain(widths: list[int]) -> onnx.ModelProto:
-    """MatMul → Add → Relu layers of different widths: one kernel each (none
-    the same as another, so that nothing is deduplicated)."""
+    """Gemm → Relu layers of different widths: one kernel each (none the same
+    as another, so that nothing is deduplicated)."""
     rng = np.random.default_rng(0)
     nodes, inits, prev = [], [], "x"
     for i, (a, b) in enumerate(zip(widths, widths[1:])):
@@ -23,11 +23,8 @@ def _chain(widths: list[int]) -> onnx.ModelProto:
             numpy_helper.from_array(rng.standard_normal((a, b), np.float32), f"w{i}"),
             numpy_helper.from_array(rng.standard_normal(b).astype(np.float32), f"b{i}"),
         ]
-        nodes += [
-            helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"]),
-            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
-            helper.make_node("Relu", [f"a{i}"], [f"r{i}"]),
-        ]
+        nodes.append(helper.make_node("Gemm", [prev, f"w{i}", f"b{i}"], [f"g{i}"]))
+        nodes.append(helper.make_node("Relu", [f"g{i}"], [f"r{i}"]))
         prev = f"r{i}"
     graph = helper.make_graph(
         nodes, "chain",
