@@ -15,9 +15,10 @@ chunk c of generation g with one compare-and-swap, so a worker that wakes up lat
 even after the task is over, can never run a chunk twice or of the wrong task, and
 the caller never waits for a worker that took nothing: tiny tasks on a busy machine
 cost what they cost serially. Workers spin on the claim word for a while (the next
-parallel loop usually follows within microseconds), then sleep on a condition
-variable, so an idle program costs no CPU. A null pool, or one of one thread, runs
-the task serially.
+parallel loop usually follows within microseconds, the next run within
+milliseconds), then sleep on a condition variable, so an idle program costs no
+CPU once `WORKER_SPINS` is over. A null pool, or one of one thread, runs the task
+serially.
 
 The pool is one block of memory that the caller allocates (`pool_bytes`):
 
@@ -54,7 +55,13 @@ STACK_BYTES = 64 << 20
 """Worker stacks: tasks keep their scratch buffers (memref.alloca) on the stack,
 and a reservation costs only address space until it is touched."""
 CHUNKS_PER_THREAD = 8  # finer chunks: less waiting on a descheduled thread
-WORKER_SPINS = 1 << 14  # pause loops before a worker sleeps (about 0.1-1 ms)
+WORKER_SPINS = 1 << 20
+"""Pause loops before an idle worker sleeps: about 30 ms on Zen 5 (27 ns per
+`pause`), 3-40 ms elsewhere; onnxruntime's workers spin about 40 ms after a run
+here, OpenMP's 200 ms. With 2^14 (0.5 ms) the worker slept between two runs a few
+ms apart, and the runs after a wake-up went at one-thread speed for about 10 ms
+(its core clocked down while idle): the int8 GELU MLP at 2 threads took 1.6 ms
+instead of 1.1 in benchmarks/quant.py's interleaved blocks."""
 YIELD_EVERY = 256  # pause loops between sched_yield calls of a waiting thread
 
 
