@@ -2,7 +2,7 @@
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import IO
 
@@ -101,13 +101,31 @@ class SmeltOptMain(xDSLOptMain):
 
         try:
             lower(
-                prog, self.args.passes, verify, Instrumentation(options),
+                prog, self.args.passes, verify,
+                Instrumentation(options, source=self._reread()),
                 passthrough=(DiagnosticException,),
             )
         except SmeltError as e:  # a pass refusing its input: a diagnostic
             if self.args.verify_diagnostics and not isinstance(e, InternalError):
                 raise DiagnosticException(str(e)) from None
             raise
+
+    def _reread(self) -> Callable[[], ModuleOp] | None:
+        """The input parsed again from its file, for a crash reproducer, so that
+        no copy of it (of every weight in it) is kept while the passes run; None
+        for stdin or a split input (then the reproducer keeps a copy)."""
+        if self.args.input_file is None or self.args.split_input_file:
+            return None
+
+        def source() -> ModuleOp:
+            stream, extension = self.get_input_stream()
+            with stream:
+                module = self.parse_chunk(stream, extension)
+            if module is None:
+                raise SmeltError(f"{self.args.input_file} parsed to nothing")
+            return module
+
+        return source
 
     def run(self) -> None:
         if self.args.print_constants:
