@@ -367,12 +367,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     from smelt.compiler.report import format_rows, report
 
     path = resolve_model(args.model)
-    module = import_graph(
-        path, parse_shapes(args.input_shape), constants=parse_constants(args.constant)
-    )
+    shapes, constants = parse_shapes(args.input_shape), parse_constants(args.constant)
+
+    def source():  # a crash re-imports the model: no copy of it held meanwhile
+        return import_graph(path, shapes, constants=constants, check_model=False)
+
+    module = import_graph(path, shapes, constants=constants)
     spec = args.pipeline or pipelines.GRAPH_OPT
     print(f"{os.path.basename(path)}  [pipeline: {spec}]")
-    print(format_rows(report(module, spec, Instrumentation(dump_options(args)))))
+    instrument = Instrumentation(dump_options(args), source=source)
+    print(format_rows(report(module, spec, instrument)))
     return 0
 
 
