@@ -29,6 +29,9 @@ The pool is one block of memory that the caller allocates (`pool_bytes`):
     192 pthread mutex (128 bytes)           320 pthread condition (128 bytes)
     448 pthread attributes (128 bytes)
     576 per thread: pthread_t, pool ptr, index (24 bytes each)
+
+This module builds the work loop, the worker and `smelt.parallel_for`;
+`threads_lifecycle.py` the pool's start and stop and `define_pool`.
 """
 
 from __future__ import annotations
@@ -40,8 +43,6 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from smelt.lowering.llvm.program import POOL_START as START
-from smelt.lowering.llvm.program import POOL_STOP as STOP
 from smelt.lowering.llvm.types import I32, I64, PTR, VOID, constant
 
 PARALLEL_FOR = "smelt.parallel_for"
@@ -62,6 +63,10 @@ here, OpenMP's 200 ms. With 2^14 (0.5 ms) the worker slept between two runs a fe
 ms apart, and the runs after a wake-up went at one-thread speed for about 10 ms
 (its core clocked down while idle): the int8 GELU MLP at 2 threads took 1.6 ms
 instead of 1.1 in benchmarks/quant.py's interleaved blocks."""
+SPIN_TICKS = 1 << 26
+"""Where the CPU has a time-stamp counter (x86), the spin also ends after this
+many ticks (17-34 ms at a 2-4 GHz counter): on a busy machine each sched_yield
+may give the core away for milliseconds, and 2^20 pauses would last seconds."""
 YIELD_EVERY = 256  # pause loops between sched_yield calls of a waiting thread
 
 
@@ -121,7 +126,7 @@ def register_symbols() -> None:
                 break
 
 
-class _Pool:
+class Pool:
     """Builds the pool's functions into one LLVM module."""
 
     def __init__(self, module: ir.Module):
@@ -135,9 +140,13 @@ class _Pool:
         # the spin-wait hint of the CPU: x86 `pause`, arm64 `yield` (hint #1)
         triple = module.triple or ""
         self.pause_hint: tuple[ir.Function, list[ir.Value]] | None = None
+        self.clock: ir.Function | None = None  # the time-stamp counter (x86)
         if triple.startswith(("x86_64", "i686", "i386")):
             fn = ir.Function(module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause")
             self.pause_hint = (fn, [])
+            self.clock = module.globals.get("llvm.readcyclecounter") or ir.Function(
+                module, ir.FunctionType(I64, []), "llvm.readcyclecounter"
+            )
         elif triple.startswith(("aarch64", "arm64")):
             fn = ir.Function(module, ir.FunctionType(VOID, [I32]), "llvm.aarch64.hint")
             self.pause_hint = (fn, [constant(I32, 1)])
@@ -256,6 +265,7 @@ class _Pool:
         # generation 0 is the pool's start: a worker that gets the CPU only after
         # tasks (or the stop) were published still sees them as new
         seen.add_incoming(constant(I64, 0), entry)
+        began = b.call(self.clock, []) if self.clock is not None else None
         b.branch(spin)
 
         b.position_at_end(spin)
@@ -279,7 +289,12 @@ class _Pool:
         b.cbranch(b.icmp_unsigned("==", often, constant(I64, 0)), spin_yield, spin)
         b.position_at_end(spin_yield)
         self.call(b, "sched_yield")
-        b.branch(spin)
+        if began is None:
+            b.branch(spin)
+        else:  # on a busy machine yields take long: spin SPIN_TICKS at most
+            spent = b.sub(b.call(self.clock, []), began)
+            late = b.icmp_unsigned(">", spent, constant(I64, SPIN_TICKS))
+            b.cbranch(late, sleep, spin)
 
         b.position_at_end(sleep)
         mutex, cond = self.at(b, pool, MUTEX), self.at(b, pool, COND)
@@ -381,100 +396,3 @@ class _Pool:
         b.position_at_end(done)
         b.ret_void()
         return fn
-
-    def define_start(self, worker: ir.Function) -> None:
-        fn, b = self.function(START, ir.FunctionType(I32, [PTR, I32]), internal=False)
-        pool, wanted = fn.args
-        pool.name, wanted.name = "pool", "threads"
-        for offset in (CLAIM, CHUNKS, FINISHED):
-            b.store(constant(I64, 0), self.at(b, pool, offset))
-        b.store(constant(I32, 0), self.at(b, pool, STOP_FLAG))
-        threads = self.at(b, pool, THREADS)
-        b.store(constant(I32, 1), threads)
-        null = ir.Constant(PTR, None)
-        self.call(b, "pthread_mutex_init", self.at(b, pool, MUTEX), null)
-        self.call(b, "pthread_cond_init", self.at(b, pool, COND), null)
-        attr = self.at(b, pool, ATTR)
-        self.call(b, "pthread_attr_init", attr)
-        self.call(b, "pthread_attr_setstacksize", attr, constant(I64, STACK_BYTES))
-        entry = b.block
-        head = fn.append_basic_block("spawn.check")
-        spawn = fn.append_basic_block("spawn")
-        spawned = fn.append_basic_block("spawned")
-        done = fn.append_basic_block("done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I32, "i")
-        i.add_incoming(constant(I32, 1), entry)
-        b.cbranch(b.icmp_signed("<", i, wanted), spawn, done)
-        b.position_at_end(spawn)
-        record = self.at(
-            b, pool, b.add(constant(I64, RECORDS),
-                           b.mul(b.zext(i, I64), constant(I64, RECORD_BYTES)))
-        )  # fmt: skip
-        arg = b.gep(
-            record, [constant(I64, 8)], inbounds=True, source_etype=ir.IntType(8)
-        )
-        b.store(pool, arg)
-        slot = b.gep(
-            record, [constant(I64, 16)], inbounds=True, source_etype=ir.IntType(8)
-        )
-        b.store(b.zext(i, I64), slot)
-        rc = self.call(b, "pthread_create", record, attr, worker, arg)
-        b.cbranch(b.icmp_signed("==", rc, constant(I32, 0)), spawned, done)
-        b.position_at_end(spawned)
-        following = b.add(i, constant(I32, 1))
-        b.store(following, threads)
-        i.add_incoming(following, spawned)
-        b.branch(head)
-        b.position_at_end(done)
-        self.call(b, "pthread_attr_destroy", attr)
-        b.ret(b.load(threads, typ=I32))
-
-    def define_stop(self) -> None:
-        fn, b = self.function(STOP, ir.FunctionType(VOID, [PTR]), internal=False)
-        (pool,) = fn.args
-        pool.name = "pool"
-        b.atomic_rmw("xchg", self.at(b, pool, STOP_FLAG), constant(I32, 1), "acq_rel")
-        self.write(b, pool, CHUNKS, constant(I64, 0))
-        old = b.load_atomic(self.at(b, pool, CLAIM), "monotonic", 8, typ=I64)
-        generation = b.add(b.lshr(old, constant(I64, 32)), constant(I64, 1))
-        generation = b.and_(generation, constant(I64, 0xFFFFFFFF))
-        self.publish(b, pool, b.shl(generation, constant(I64, 32)))
-        threads_slot = self.at(b, pool, THREADS)
-        threads = b.load(threads_slot, typ=I32)
-        entry = b.block
-        head = fn.append_basic_block("join.check")
-        join = fn.append_basic_block("join")
-        done = fn.append_basic_block("done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I32, "i")
-        i.add_incoming(constant(I32, 1), entry)
-        b.cbranch(b.icmp_signed("<", i, threads), join, done)
-        b.position_at_end(join)
-        record = self.at(
-            b, pool, b.add(constant(I64, RECORDS),
-                           b.mul(b.zext(i, I64), constant(I64, RECORD_BYTES)))
-        )  # fmt: skip
-        self.call(b, "pthread_join", b.load(record, typ=I64), ir.Constant(PTR, None))
-        following = b.add(i, constant(I32, 1))
-        i.add_incoming(following, join)
-        b.branch(head)
-        b.position_at_end(done)
-        self.call(b, "pthread_mutex_destroy", self.at(b, pool, MUTEX))
-        self.call(b, "pthread_cond_destroy", self.at(b, pool, COND))
-        b.store(constant(I32, 1), threads_slot)
-        b.ret_void()
-
-
-def define_pool(module: ir.Module) -> ir.Function:
-    """Defines the pool's functions in `module` (once); returns smelt.parallel_for."""
-    existing = module.globals.get(PARALLEL_FOR)
-    if existing is not None:
-        return existing
-    pool = _Pool(module)
-    work = pool.define_work()
-    pool.define_start(pool.define_worker(work))
-    pool.define_stop()
-    return pool.define_parallel_for(work)
