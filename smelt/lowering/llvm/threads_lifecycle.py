@@ -27,6 +27,12 @@ from smelt.lowering.llvm.threads import (
 from smelt.lowering.llvm.types import I32, I64, PTR, VOID, constant
 
 
+def _record(builder: Pool, b: ir.IRBuilder, pool: ir.Value, i: ir.Value) -> ir.Value:
+    """The address of thread `i`'s record (pthread_t, pool ptr, index)."""
+    offset = b.mul(b.zext(i, I64), constant(I64, RECORD_BYTES))
+    return builder.at(b, pool, b.add(constant(I64, RECORDS), offset))
+
+
 def define_start(builder: Pool, worker: ir.Function) -> None:
     """int32 smelt_pool_start(pool, threads): the pool's memory set up and its
     workers created (returns how many threads it has, the caller included)."""
@@ -57,10 +63,7 @@ def define_start(builder: Pool, worker: ir.Function) -> None:
     i.add_incoming(constant(I32, 1), entry)
     b.cbranch(b.icmp_signed("<", i, wanted), spawn, done)
     b.position_at_end(spawn)
-    record = builder.at(
-        b, pool, b.add(constant(I64, RECORDS),
-                       b.mul(b.zext(i, I64), constant(I64, RECORD_BYTES)))
-    )  # fmt: skip
+    record = _record(builder, b, pool, i)
     arg = b.gep(
         record, [constant(I64, 8)], inbounds=True, source_etype=ir.IntType(8)
     )
@@ -104,10 +107,7 @@ def define_stop(builder: Pool) -> None:
     i.add_incoming(constant(I32, 1), entry)
     b.cbranch(b.icmp_signed("<", i, threads), join, done)
     b.position_at_end(join)
-    record = builder.at(
-        b, pool, b.add(constant(I64, RECORDS),
-                       b.mul(b.zext(i, I64), constant(I64, RECORD_BYTES)))
-    )  # fmt: skip
+    record = _record(builder, b, pool, i)
     builder.call(b, "pthread_join", b.load(record, typ=I64), ir.Constant(PTR, None))
     following = b.add(i, constant(I32, 1))
     i.add_incoming(following, join)
