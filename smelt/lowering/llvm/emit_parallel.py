@@ -25,7 +25,7 @@ from smelt.dialects.loop import ForOp
 from smelt.lowering.llvm.threads import TASK
 from smelt.lowering.llvm.threads_lifecycle import define_pool
 from smelt.lowering.llvm.emit_vector import fence_streams
-from smelt.lowering.llvm.types import I64, constant
+from smelt.lowering.llvm.types import I64, VOID, constant
 
 if TYPE_CHECKING:
     from smelt.lowering.llvm.emit_kernel import KernelEmitter
@@ -72,22 +72,16 @@ def emit_parallel_for(em: KernelEmitter, op: ForOp) -> None:
     ctx = em.entry_alloca(ctx_type, name="ctx")
     b = em.builder
     for i, value in enumerate(fields):
-        b.store(value, b.gep(ctx, [constant(ir.IntType(32), 0), constant(ir.IntType(32), i)],
-                             inbounds=True, source_etype=ctx_type))  # fmt: skip
+        b.store(value, _field(b, ctx, ctx_type, i))
     b.call(define_pool(em.module), [em.pool, task, ctx, constant(I64, op.trip_count)])
 
-    # the task side: reload the context, run iterations begin..end
-    sub = KernelEmitter(
-        task, em.kernel, em.table, em.options, pool=None, checks=em.checks
-    )
-    tb = sub.builder
-    for i, (value, field) in enumerate(zip(values, fields)):
-        slot = tb.gep(ctx_arg, [constant(ir.IntType(32), 0), constant(ir.IntType(32), i)],
-                      inbounds=True, source_etype=ctx_type)  # fmt: skip
-        loaded = tb.load(slot, typ=field.type, name=value.name_hint or "")
-        sub.bind(value, loaded)
-    for const in constants:
-        sub.emit_op(const)
+    # the task side: reload the context, call the body on iterations begin..end
+    body = _body_function(em, task, values, fields)
+    tb = ir.IRBuilder(task.append_basic_block("entry"))
+    loaded = [
+        tb.load(_field(tb, ctx_arg, ctx_type, i), typ=f.type, name=v.name_hint or "")
+        for i, (v, f) in enumerate(zip(values, fields))
+    ]
     lb, step = constant(I64, op.lb.data), constant(I64, op.step.data)
     first = tb.add(lb, tb.mul(begin, step, flags=["nsw"]), flags=["nsw"])
     stop = tb.add(lb, tb.mul(end, step, flags=["nsw"]), flags=["nsw"])
@@ -95,8 +89,51 @@ def emit_parallel_for(em: KernelEmitter, op: ForOp) -> None:
     leave = task.append_basic_block("leave")
     tb.cbranch(tb.icmp_signed("<", begin, end), run, leave)
     tb.position_at_end(run)
-    sub.emit_loop(op, first, stop, [])
-    fence_streams(sub, op)
+    tb.call(body, [*loaded, first, stop])
     tb.branch(leave)
     tb.position_at_end(leave)
     tb.ret_void()
+
+    sub = KernelEmitter(
+        body, em.kernel, em.table, em.options, pool=None, checks=em.checks
+    )
+    for value, param in zip(values, body.args):
+        sub.bind(value, param)
+    for const in constants:
+        sub.emit_op(const)
+    sub.emit_loop(op, body.args[-2], body.args[-1], [])
+    fence_streams(sub, op)
+    sub.builder.ret_void()
+
+
+def _field(b: ir.IRBuilder, ctx: ir.Value, ctx_type: ir.Type, i: int) -> ir.Value:
+    index = [constant(ir.IntType(32), 0), constant(ir.IntType(32), i)]
+    return b.gep(ctx, index, inbounds=True, source_etype=ctx_type)
+
+
+def _body_function(
+    em: KernelEmitter, task: ir.Function, values: list[SSAValue], fields: list
+) -> ir.Function:
+    """The task's loop as a function of the captured values and the iteration
+    range (first, stop). Loaded from the context, the buffers' pointers would
+    carry no aliasing facts, and LLVM kept, for instance, a max-pool of 8
+    channels scalar in the task and vectorized outside it (6× slower on two
+    threads than on one); as arguments they are `noalias` where the kernel's
+    own arguments are, and the task's call of the body inlines with them."""
+    body = ir.Function(
+        em.module,
+        ir.FunctionType(VOID, [f.type for f in fields] + [I64, I64]),
+        f"{task.name}.body",
+    )
+    body.linkage = "internal"
+    body.attributes.add("nounwind")
+    kernel_args = {
+        arg: fn_arg.attributes for arg, fn_arg in
+        zip(em.kernel.body.block.args, em.fn.args) if isinstance(em.fn, ir.Function)
+    }  # fmt: skip
+    for value, param in zip(values, body.args):
+        param.name = value.name_hint or ""
+        if "noalias" in kernel_args.get(value, ()):
+            param.add_attribute("noalias")
+    body.args[-2].name, body.args[-1].name = "first", "stop"
+    return body

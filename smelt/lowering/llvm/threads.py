@@ -67,7 +67,13 @@ SPIN_TICKS = 1 << 26
 """Where the CPU has a time-stamp counter (x86), the spin also ends after this
 many ticks (17-34 ms at a 2-4 GHz counter): on a busy machine each sched_yield
 may give the core away for milliseconds, and 2^20 pauses would last seconds."""
-YIELD_EVERY = 256  # pause loops between sched_yield calls of a waiting thread
+YIELD_EVERY = 256  # pause loops between sched_yield calls of a waiting caller
+IDLE_YIELD_EVERY = 1 << 14
+"""Pause loops between sched_yield calls of an idle worker (about 0.45 ms on Zen
+5). With 256 (7 us) the idle worker's system calls slowed the caller's serial
+kernels on the other core: light_shufflenet's 3x3 pads took 0.12-0.18 ms at 2
+threads instead of 0.007-0.036 at 1 (0.017-0.054 without yields, 0.021-0.072
+with 2^14; measured per kernel, in one process against the 1-thread model)."""
 
 
 class _Callee:
@@ -285,7 +291,7 @@ class Pool:
         # on a busy machine a spinning worker may hold the core that the caller
         # needs: every so often give it away
         b.position_at_end(spin_check_yield)
-        often = b.and_(k_next, constant(I64, YIELD_EVERY - 1))
+        often = b.and_(k_next, constant(I64, IDLE_YIELD_EVERY - 1))
         b.cbranch(b.icmp_unsigned("==", often, constant(I64, 0)), spin_yield, spin)
         b.position_at_end(spin_yield)
         self.call(b, "sched_yield")
