@@ -172,6 +172,7 @@ SMELT_UNIVERSE = Universe(
             "smelt.passes.loop_pack_constant", "LoopPackConstantPass"
         ),
         "loop-promote": _pass("smelt.passes.loop_promote", "LoopPromotePass"),
+        "loop-forward": _pass("smelt.passes.loop_forward", "LoopForwardPass"),
         "loop-schedule": _pass("smelt.passes.loop_schedule", "LoopSchedulePass"),
         "loop-schedule-plan": _pass(
             "smelt.passes.loop_schedule_plan", "LoopSchedulePlanPass"

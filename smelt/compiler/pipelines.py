@@ -59,6 +59,7 @@ POST_VECTORIZE = (
     'loop-promote{loop="k"}',
     'loop-promote{loop="kw"}',
     'loop-promote{loop="kh"}',
+    "loop-forward",
     f'loop-unroll{{loop="k.1" factor={K_UNROLL} hint=true}}',
     f'loop-unroll{{loop="k" factor={K_UNROLL} hint=true}}',
 )
