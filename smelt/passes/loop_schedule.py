@@ -47,11 +47,12 @@ class LoopSchedulePass(ModulePass):
     transpose_tile: int = 0
     min_blocks: int = 1
     max_pack_bytes: int = 1 << 20
+    l2: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         LoopSchedulePlanPass(
             self.kernel, self.mr, self.nr, self.kc, self.mc, self.nc, self.width,
-            self.transpose_tile, self.min_blocks,
+            self.transpose_tile, self.min_blocks, self.l2,
         ).apply(ctx, op)  # fmt: skip
         for kind in STEP_KINDS:
             apply_planned(op, kind, self.kernel, self.max_pack_bytes)

@@ -110,7 +110,7 @@ def schedule(
     b = stationary_operand(kernel, m, n)
     sizes = (m.trip_count, n.trip_count, k.trip_count)
     if kind == "conv2d":
-        steps = schedules.conv2d(*sizes, target)
+        steps = schedules.conv2d(*sizes, target, window=window_size(kernel) or 1)
     else:
         constant = loop_pack_constant.is_constant(module, kernel, b)
         steps = schedules.matmul(*sizes, target, constant_b=constant)
@@ -183,7 +183,8 @@ class LoopSchedulePlanPass(ModulePass):
     (with a constant B: B packed at compile time instead). For `"conv2d"` (NHWC
     implicit GEMM, band m [kh] [kw] k n) it takes `schedules.conv2d`: the same
     tiling without run-time packing, the window loops inside the micro-tile when
-    the channels fit one kc block, the weights packed at compile time. For
+    the channels fit one kc block or the whole reduction's B sliver is at most
+    `WHOLE_K_SLIVER` times `l2` (bytes), the weights packed at compile time. For
     `"window"` (pools, LRN) it unrolls small windows, for `"transpose"` it tiles
     the two contiguous dims. Every size is an option; 0 (the default) takes it
     from the module's `#target.cpu` (`CpuSchedule.for_spec`; an AVX2 core when
@@ -207,12 +208,13 @@ class LoopSchedulePlanPass(ModulePass):
     width: int = 0
     transpose_tile: int = 0
     min_blocks: int = 1
+    l2: int = 0
 
     def target(self, op: ModuleOp) -> schedules.CpuSchedule:
         """The module's target sizes (`#target.cpu`, see `CpuSchedule.for_spec`),
         each one replaced by its option where that is not 0."""
         derived = schedules.CpuSchedule.for_spec(of_module(op), self.min_blocks)
-        names = ("mr", "nr", "kc", "mc", "nc", "width", "transpose_tile")
+        names = ("mr", "nr", "kc", "mc", "nc", "width", "transpose_tile", "l2")
         given = {n: getattr(self, n) for n in names if getattr(self, n)}
         return replace(derived, **given)
 

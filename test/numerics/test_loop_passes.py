@@ -132,3 +132,59 @@ def test_transpose_schedule(shape: tuple[int, ...], perm: tuple[int, ...]) -> No
     ):
         got = _run(model, pipeline, [x, np.zeros(out_shape, np.float32)])
         np.testing.assert_array_equal(got, x.transpose(perm))
+
+
+@pytest.mark.parametrize("l2", [64, 0])
+@pytest.mark.parametrize("residual", [False, True])
+def test_conv_schedules(l2: int, residual: bool) -> None:
+    """An NHWC conv (3x3, 40 channels -> 24, bias, optional residual add and
+    ReLU) through the CPU presets with kc = 16: channels blocked by kc where the
+    whole-K sliver exceeds WHOLE_K_SLIVER x l2 (l2 = 64 bytes), else the whole
+    reduction in the micro-kernel (l2 0: the module's), against onnxruntime."""
+    import onnxruntime as ort
+
+    from smelt.compiler.pipelines import preset
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((24, 40, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(24, dtype=np.float32)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40, 9, 11])]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])]
+    out = "y"
+    if residual:
+        shape = [1, 24, 9, 11]
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, shape))
+        nodes += [helper.make_node("Add", ["y", "r"], ["s"]),
+                  helper.make_node("Relu", ["s"], ["z"])]  # fmt: skip
+        out = "z"
+    weights = [
+        helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel()),
+        helper.make_tensor("b", TensorProto.FLOAT, b.shape, b.ravel()),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", inputs,
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], weights,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    data = model.SerializeToString()
+    sizes = f"kc=16 l2={l2}" if l2 else "kc=16"
+    pipeline = preset("cpu", "O3").replace(
+        "loop-schedule-plan", f"loop-schedule-plan{{{sizes}}}"
+    )
+    import smelt
+
+    compiled = smelt.compile(data, pipeline=pipeline)
+    feeds = {
+        i.name: rng.standard_normal([d for d in i.shape], dtype=np.float32)
+        for i in compiled.inputs
+    }
+    got = list(compiled.run(feeds).values())[0]
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )[0]
+    # 360-term sums in another order: error relative to the output's scale
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    # which path ran: the channel blocks are the loops of role k.0
+    module = import_graph(model)
+    lower(module, pipeline[: pipeline.index(",loop-vectorize")])
+    assert ('"k.0"' in str(module)) == bool(l2)

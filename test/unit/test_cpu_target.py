@@ -5,6 +5,7 @@ x86-64-v3 host, AVX-512 where the host has it; its assembly checked anywhere).""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -271,11 +272,12 @@ def test_micro_kernel_assembly_uses_the_registers_and_never_spills(
 @pytest.mark.parametrize("channels", [3, 64, 96, 192, 256, 480, 512, 832, 1000])
 def test_conv_channel_blocks_divide_the_channels(cpu, channels):
     """A channel block that leaves a tail makes the nest imperfect and the
-    interchange refuse it (a 3x3 conv of 256 channels ran at half speed)."""
+    interchange refuse it (a 3x3 conv of 256 channels ran at half speed). An
+    L2 of 4 KiB keeps every conv of more than kc channels blocked."""
     from smelt.targets import cpu as schedules
 
-    s = CpuSchedule.for_spec(CpuSpec.named(cpu))
-    steps = schedules.conv2d(196, 256, channels, s)
+    s = replace(CpuSchedule.for_spec(CpuSpec.named(cpu)), l2=4096)
+    steps = schedules.conv2d(196, 256, channels, s, window=9)
     tiles = [st.sizes[0] for st in steps if st.kind == "tile" and st.role == "k"]
     order = next(st.order for st in steps if st.kind == "interchange")
     if channels <= s.kc:
@@ -285,9 +287,29 @@ def test_conv_channel_blocks_divide_the_channels(cpu, channels):
         assert order == schedules.CONV_ORDER_BLOCKED
 
 
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64-v4"])
+def test_conv_runs_its_whole_reduction_in_the_micro_kernel(cpu):
+    """light_resnet50's convs (up to 3x3 x 512 channels, 1x1 x 2048) keep the
+    window and all channels inside the micro-tile: their B slivers are at most
+    WHOLE_K_SLIVER x L2; a 3x3 conv with more channels than that is blocked
+    (2048 with AVX-512's 64 columns, 8192 with AVX2's 16)."""
+    from smelt.targets import cpu as schedules
+
+    s = replace(CpuSchedule.for_spec(CpuSpec.named(cpu)), l2=1 << 20)
+    for channels, window in [(512, 9), (2048, 1), (256, 9), (128, 9)]:
+        steps = schedules.conv2d(49, 512, channels, s, window=window)
+        order = next(st.order for st in steps if st.kind == "interchange")
+        assert order == schedules.CONV_ORDER, (channels, window)
+    wide = 2048 * 64 // s.nr
+    steps = schedules.conv2d(49, 512, wide, s, window=9)
+    order = next(st.order for st in steps if st.kind == "interchange")
+    assert order == schedules.CONV_ORDER_BLOCKED
+
+
 def test_blocked_conv_gets_its_loop_order():
-    """The IR after loop-schedule has the blocked order: window and channel
-    blocks outside the micro-tile, k.1 inside m.2."""
+    """The IR after loop-schedule has the blocked order (with an L2 of 64 KiB
+    the whole-K sliver does not fit): window and channel blocks outside the
+    micro-tile, k.1 inside m.2."""
     w = RNG.standard_normal((256, 256, 3, 3)).astype(np.float32)
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
     graph = helper.make_graph(
@@ -299,6 +321,7 @@ def test_blocked_conv_gets_its_loop_order():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     module = import_graph(model)
     text = pipelines.preset("cpu", "O2", 1, "x86-64-v4")
+    text = text.replace("loop-schedule-plan", "loop-schedule-plan{l2=65536}")
     lower(module, text[: text.index(",loop-vectorize")])
     roles = re.findall(r'loop.role = "([\w.]+)"', str(module))
     # printed innermost first: the micro-tile's k.1 closes before m.2, m.2 before

@@ -1,8 +1,8 @@
 // RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule' %s | filecheck %s
-// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule{mr=2 nr=8 kc=2 mc=4 nc=8}' %s | filecheck %s --check-prefix=SMALL
+// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule{mr=2 nr=8 kc=2 mc=4 nc=8 l2=64}' %s | filecheck %s --check-prefix=SMALL
 // loop-schedule is the plan and its steps, one kind at a time (the presets' form):
-// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule{mr=2 nr=8 kc=2 mc=4 nc=8}' %s > %t.one
-// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule-plan{mr=2 nr=8 kc=2 mc=4 nc=8},loop-schedule-apply{step=tile},loop-schedule-apply{step=interchange},loop-schedule-apply{step=fuse},loop-schedule-apply{step=pack},loop-schedule-apply{step=pack_constant},loop-schedule-apply{step=unroll}' %s > %t.steps
+// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule{mr=2 nr=8 kc=2 mc=4 nc=8 l2=64}' %s > %t.one
+// RUN: smelt-opt -p 'convert-graph-to-loop,loop-schedule-plan{mr=2 nr=8 kc=2 mc=4 nc=8 l2=64},loop-schedule-apply{step=tile},loop-schedule-apply{step=interchange},loop-schedule-apply{step=fuse},loop-schedule-apply{step=pack},loop-schedule-apply{step=pack_constant},loop-schedule-apply{step=unroll}' %s > %t.steps
 // RUN: diff %t.one %t.steps
 
 // NHWC conv whose input channels fit one kc block: n and m tiled, the window and
@@ -27,7 +27,8 @@
 // CHECK-NOT:     memref<16x3x3x6xf32>
 // CHECK:         loop.constant dense_resource<__elided__> -> memref<864xf32>
 
-// With more channels than kc, the window loops and the channel blocks stay
+// With more channels than kc and a whole-K sliver (3 x 3 x 6 x 8 floats) over
+// WHOLE_K_SLIVER x l2 bytes, the window loops and the channel blocks stay
 // outside the micro-tile (the reduction keeps its order).
 // SMALL-LABEL: func.func @conv2d_0(
 // SMALL:         loop.for %{{.*}} = 0 to 3 step 1 reduction {
