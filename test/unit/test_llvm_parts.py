@@ -64,3 +64,30 @@ def test_parts_compile_and_run_the_same(threads):
         out, objects = _run(parts, threads)
         assert 1 < objects <= min(parts, 6)  # at most one part per kernel
         np.testing.assert_array_equal(out, whole)
+
+
+def test_each_kernel_task_and_body_is_defined_in_one_part(monkeypatch):
+    """A kernel's outlined tasks and their bodies go with it into one part (a body
+    copied into every later part tripled densenet121's IR at 2 threads)."""
+    import re
+
+    import smelt.lowering.llvm.jit as jit
+
+    texts: list[str] = []
+    original = jit._object
+
+    def record(text, *args):
+        texts.append(text)
+        return original(text, *args)
+
+    monkeypatch.setattr(jit, "_object", record)
+    model = _chain([64, 256, 192, 320, 128])
+    module = lower(import_graph(model), preset("cpu", threads=2))
+    compile_to_native(module, opt_level=1, parts=3)
+    assert len(texts) > 1
+    defined: dict[str, int] = {}
+    for text in texts:
+        for name in re.findall(r'^define [^@]*@"?(smelt\.kernel\.[\w.]+)"?\(', text, re.M):
+            defined[name] = defined.get(name, 0) + 1
+    assert any(name.endswith(".body") for name in defined), sorted(defined)
+    assert {n: c for n, c in defined.items() if c != 1} == {}

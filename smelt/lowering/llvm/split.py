@@ -25,7 +25,9 @@ from xdsl.dialects import func
 from smelt.lowering.llvm.emit_kernel import kernel_function_name
 
 _KERNEL = kernel_function_name("")
-_TASK = re.compile(r"\.task\d+$")
+_TASK = re.compile(r"\.task\d+(\.body)?$")
+"""An outlined task of a kernel, or its body (emit_parallel.py): in its kernel's
+part, not a kernel itself."""
 
 
 class PartStream:
