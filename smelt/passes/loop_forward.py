@@ -26,6 +26,29 @@ PLAIN = (memref.LoadOp, memref.StoreOp, vector.LoadOp, vector.StoreOp)
 """Accesses whose every lane is touched: the only ones forwarded or removed."""
 
 
+_KIND = {
+    **{t: "plain" for t in PLAIN},
+    **{t: "masked" for t in MEMORY_OPS if t not in PLAIN},
+    func.CallOp: "call",
+    loop.ViewOp: "pure",
+}
+"""What each op type is to the walk (by exact type: isinstance on the op
+classes cost most of the pass); any other op with regions is a nest, any other
+op without them may take buffers (`_other_buffers`)."""
+
+SCALAR = ("arith.", "math.")
+"""Ops of these dialects take no buffers."""
+
+
+def _kind(op: Operation) -> str:
+    kind = _KIND.get(type(op))
+    if kind is not None:
+        return kind
+    if op.regions:
+        return "nest"
+    return "pure" if op.name.startswith(SCALAR) else "other"
+
+
 def _stored(op: Operation) -> SSAValue:
     return op.operands[0]
 
@@ -92,19 +115,23 @@ class _Forward:
 
     def run(self, block: Block, nested: dict[Operation, _Touched]) -> None:
         for op in list(block.ops):
-            if isinstance(op, MEMORY_OPS) and _root(_buffer(op)) not in self.roots:
+            kind = _kind(op)
+            if kind == "pure":
                 continue
-            if isinstance(op, PLAIN):
-                self.plain(op)
-            elif isinstance(op, MEMORY_OPS):  # masked: some lanes only
-                where = self.access(op)
+            if kind in ("plain", "masked"):
+                if _root(_buffer(op)) not in self.roots:
+                    continue
+                if kind == "plain":
+                    self.plain(op)
+                    continue
+                where = self.access(op)  # masked: some lanes only
                 self.read(where)
                 if _is_store(op):
                     self.written(where)
-            elif isinstance(op, func.CallOp):  # a library routine: any buffer
+            elif kind == "call":  # a library routine: any buffer
                 self.known, self.unread = {}, {}
-            elif roots := _other_buffers(op):  # anything else on a buffer
-                for root in roots:
+            elif kind == "other":  # anything else on a buffer
+                for root in _other_buffers(op):
                     self.unread.pop(root, None)
                     self.known.pop(root, None)
             elif op in nested:  # a nested loop: its accesses, anywhere in them
@@ -154,10 +181,8 @@ class _Touched:
 
 
 def _other_buffers(op: Operation) -> set:
-    """The buffer roots that an op other than a load or store takes (a copy,
-    a gather, a check: assumed to read and write them)."""
-    if isinstance(op, MEMORY_OPS + (func.CallOp, loop.ViewOp)) or op.regions:
-        return set()
+    """The buffer roots that an op of kind "other" takes (a copy, a gather, a
+    check: assumed to read and write them)."""
     return {_root(v) for v in op.operands if isinstance(v.type, MemRefType)}
 
 
@@ -168,7 +193,10 @@ def forward(block: Block, memo: dict) -> tuple[int, _Touched]:
     changed, touched, stored = 0, _Touched(), set()
     nested: dict[Operation, _Touched] = {}
     for op in block.ops:
-        if op.regions:
+        kind = _kind(op)
+        if kind == "pure":
+            continue
+        if kind == "nest":
             inner = _Touched()
             for region in op.regions:
                 for b in region.blocks:
@@ -177,12 +205,12 @@ def forward(block: Block, memo: dict) -> tuple[int, _Touched]:
                     inner.add(t)
             nested[op] = inner
             touched.add(inner)
-        elif isinstance(op, MEMORY_OPS):
+        elif kind in ("plain", "masked"):
             root = _root(_buffer(op))
             (touched.writes if _is_store(op) else touched.reads).add(root)
-            if isinstance(op, PLAIN) and _is_store(op):
+            if kind == "plain" and _is_store(op):
                 stored.add(root)
-        elif isinstance(op, func.CallOp):
+        elif kind == "call":
             touched.calls = True
         else:
             for root in _other_buffers(op):
