@@ -184,6 +184,14 @@ class Pool:
         if self.pause_hint is not None:
             b.call(*self.pause_hint)
 
+    def publish_next(self, b: ir.IRBuilder, pool: ir.Value, old: ir.Value) -> ir.Value:
+        """Publishes the generation after the one in claim word `old` (chunk 0 of
+        it next) and returns that generation."""
+        generation = b.add(b.lshr(old, constant(I64, 32)), constant(I64, 1))
+        generation = b.and_(generation, constant(I64, 0xFFFFFFFF))
+        self.publish(b, pool, b.shl(generation, constant(I64, 32)))
+        return generation
+
     def publish(self, b: ir.IRBuilder, pool: ir.Value, word: ir.Value) -> None:
         """Stores a new claim word (after what was stored before it) and wakes
         sleeping workers; spinning ones see the word change."""
@@ -374,9 +382,7 @@ class Pool:
         self.write(b, pool, CHUNKS, chunks)
         finished = self.at(b, pool, FINISHED)
         b.atomic_rmw("xchg", finished, constant(I64, 0), "monotonic")
-        generation = b.add(b.lshr(old, constant(I64, 32)), constant(I64, 1))
-        generation = b.and_(generation, constant(I64, 0xFFFFFFFF))
-        self.publish(b, pool, b.shl(generation, constant(I64, 32)))
+        generation = self.publish_next(b, pool, old)
         b.call(work, [pool, generation])
         b.branch(wait)
 

@@ -92,9 +92,7 @@ def define_stop(builder: Pool) -> None:
     b.atomic_rmw("xchg", builder.at(b, pool, STOP_FLAG), constant(I32, 1), "acq_rel")
     builder.write(b, pool, CHUNKS, constant(I64, 0))
     old = b.load_atomic(builder.at(b, pool, CLAIM), "monotonic", 8, typ=I64)
-    generation = b.add(b.lshr(old, constant(I64, 32)), constant(I64, 1))
-    generation = b.and_(generation, constant(I64, 0xFFFFFFFF))
-    builder.publish(b, pool, b.shl(generation, constant(I64, 32)))
+    builder.publish_next(b, pool, old)
     threads_slot = builder.at(b, pool, THREADS)
     threads = b.load(threads_slot, typ=I32)
     entry = b.block
