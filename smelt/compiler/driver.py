@@ -116,11 +116,12 @@ def run_passes(
     except (SmeltError, *passthrough):
         raise
     except Exception as e:  # noqa: BLE001 (re-raised as the failed pass's error)
-        with internal_errors(running[0], lambda: _reproduce(instrument)):
+        with internal_errors(running[0], lambda: reproducer_note(instrument)):
             raise e
 
 
-def _reproduce(instrument: Instrumentation) -> str:
+def reproducer_note(instrument: Instrumentation) -> str:
+    """The sentence saying where the crashed pass's reproducer lies."""
     try:
         return instrument.crashed(make_context)
     except Exception as e:  # noqa: BLE001 (the crash's own report comes first)
@@ -236,9 +237,7 @@ def compile(
         from smelt.compiler.cache import compile_cached
 
         # a compile asked to show its passes runs them (and refreshes the entry)
-        quiet = dump is None or DumpOptions() == dataclasses.replace(
-            dump, reproducer=True, reproducer_path=None, print_constants=False
-        )
+        quiet = dump is None or dump.quiet()
         return compile_cached(
             model, options, cache, base_dir,
             lambda: _compile(model, options, base_dir, dump, progress), lookup=quiet,

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import IO, Any
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp
@@ -46,6 +46,12 @@ class DumpOptions:
     print_stages: tuple[str, ...] = ()
     reproducer: bool = True  # on a crash, write the failing pass's input IR
     reproducer_path: str | None = None  # None: a fresh temporary file
+
+    def quiet(self) -> bool:
+        """Shows nothing of the passes or stages (a crash reproducer aside)."""
+        return DumpOptions() == replace(
+            self, reproducer=True, reproducer_path=None, print_constants=False
+        )
 
     def check(self, known: Sequence[str]) -> None:
         """Refuses pass names that no registered pass has."""

@@ -27,6 +27,8 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from smelt.compiler import deferred
+from smelt.compiler.deferred import Deferred
 from smelt.compiler.driver import (
     ModelLike,
     import_graph,
@@ -61,6 +63,7 @@ class Build:
     inputs: list[TensorSpec] = field(default_factory=list)
     outputs: list[TensorSpec] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)  # report.summary, arena
+    deferred: Deferred | None = None  # the loop passes left to code generation
     program: Any = None
     compiled: CompiledModel | None = None
     seconds: dict[str, float] = field(default_factory=dict)
@@ -114,8 +117,23 @@ def graph_stage(build: Build) -> None:
 
 def loop_stage(build: Build) -> None:
     passes = build.passes[build.graph_passes :]
-    run_passes(build.module, passes, build.instrument, build.progress.callback)
-    build.stats = summary(build.module)
+    end = _loop_passes_now(build)
+    if end < len(passes):
+        build.deferred = Deferred(
+            build.module, passes[end:], build.graph_passes + end, build.instrument
+        )
+    run_passes(build.module, passes[:end], build.instrument, build.progress.callback)
+
+
+def _loop_passes_now(build: Build) -> int:
+    """How many of the loop stage's passes it runs itself: all but a kernel-local
+    tail, which a plain CPU compile runs kernel by kernel while LLVM compiles
+    the kernels before (smelt.compiler.deferred); all of them when anything
+    between passes or stages is to be shown."""
+    passes = build.passes[build.graph_passes :]
+    if build.options.target != "cpu" or not build.instrument.options.quiet():
+        return len(passes)
+    return deferred.split(passes)[0]
 
 
 def target_stage(build: Build) -> None:
@@ -134,12 +152,13 @@ def target_stage(build: Build) -> None:
                 build.module, options.opt_level, options.fast_math,
                 profile=options.profile,
                 consume=not isinstance(build.model, ModuleOp),
-                memory_limit=options.memory_limit,
+                memory_limit=options.memory_limit, deferred=build.deferred,
             )  # fmt: skip
 
 
 def runtime_stage(build: Build) -> None:
     options = build.options
+    build.stats = summary(build.module)  # after the deferred loop passes
     build.stats["arena_bytes"] = build.program.arena_bytes  # what the runtime takes
     info = {
         "pipeline": build.spec, "target": options.target, "seconds": build.seconds,
@@ -219,7 +238,7 @@ def _steps(build: Build, stage: str) -> int:
     """The passes a stage runs (0: it has no steps)."""
     if stage == "graph":
         return build.graph_passes
-    return len(build.passes) - build.graph_passes if stage == "loop" else 0
+    return _loop_passes_now(build) if stage == "loop" else 0
 
 
 def _show(build: Build, stage: Stage) -> None:

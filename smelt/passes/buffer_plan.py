@@ -172,6 +172,7 @@ class BufferPlanPass(ModulePass):
     """
 
     name = "buffer-plan"
+    scope = "entry"  # @main, and kernels' attributes (smelt.compiler.deferred)
 
     inplace: bool = True
 

@@ -95,6 +95,7 @@ class LoopCsePass(ModulePass):
     """
 
     name = "loop-cse"
+    scope = "kernel"  # each kernel on its own (smelt.compiler.deferred)
 
     kernel: str = "*"
 

@@ -251,6 +251,7 @@ class LoopForwardPass(ModulePass):
     """
 
     name = "loop-forward"
+    scope = "kernel"  # each kernel on its own (smelt.compiler.deferred)
 
     kernel: str = "*"
 

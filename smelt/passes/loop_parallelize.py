@@ -129,6 +129,7 @@ class LoopParallelizePass(ModulePass):
     """
 
     name = "loop-parallelize"
+    scope = "kernel"  # each kernel on its own (smelt.compiler.deferred)
 
     threads: int = 1
     min_work: int = 1 << 15

@@ -303,6 +303,7 @@ class LoopPromotePass(ModulePass):
     """
 
     name = "loop-promote"
+    scope = "kernel"  # each kernel on its own (smelt.compiler.deferred)
 
     loop: str
     kernel: str = "*"

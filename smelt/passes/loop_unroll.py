@@ -205,6 +205,7 @@ class LoopUnrollPass(ModulePass):
     """
 
     name = "loop-unroll"
+    scope = "kernel"  # each kernel on its own (smelt.compiler.deferred)
 
     loop: str
     factor: int = 0

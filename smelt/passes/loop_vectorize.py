@@ -484,6 +484,7 @@ class LoopVectorizePass(ModulePass):
     """
 
     name = "loop-vectorize"
+    scope = "kernel"  # each kernel on its own (smelt.compiler.deferred)
 
     width: int = 0
     reassoc: bool = True

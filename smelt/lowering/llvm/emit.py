@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -105,13 +106,25 @@ class LoweredModule:
     """With `EmitOptions.profile`: the ONNX nodes of each call (its location)."""
 
 
+class Deferred(Protocol):
+    """The passes left for code generation to run (smelt.compiler.deferred)."""
+
+    def kernel(self, kernel: func.FuncOp) -> None: ...
+
+    def entry(self) -> None: ...
+
+
 def lower_module(
     module: ModuleOp,
     options: EmitOptions | None = None,
     emitted: Callable[[ir.Function, func.FuncOp], None] | None = None,
+    deferred: Deferred | None = None,
 ) -> LoweredModule:
     """Builds the LLVM module of `module` (kernels, and the entry point if @main);
-    `emitted` is told of each kernel as soon as its code is complete."""
+    `emitted` is told of each kernel as soon as its code is complete;
+    `deferred` finishes each kernel just before it is emitted (`kernel`), and
+    @main before the memory plan is read (`entry`): the pipeline's kernel-local
+    tail (smelt.compiler.deferred)."""
     options = options or EmitOptions()
     kernels: list[func.FuncOp] = []
     main: func.FuncOp | None = None
@@ -128,13 +141,20 @@ def lower_module(
             )
     ir_module = ir.Module(name="smelt")
     ir_module.triple = llvm.get_process_triple()
-    functions = {k.sym_name.data: (declare_kernel(ir_module, k), k) for k in kernels}
-    checks = [op for k in kernels for op in k.walk() if isinstance(op, CheckOp)]
-    codes = {op: i + 1 for i, op in enumerate(checks)}
-    if checks:
-        status = ir.GlobalVariable(ir_module, I32, STATUS_GLOBAL)
-        status.initializer = ir.Constant(I32, 0)
-    for fn, kernel in functions.values():
+    functions: dict[str, tuple[ir.Function, func.FuncOp]] = {}
+    codes: dict[CheckOp, int] = {}  # numbered as the kernels are finished
+    for kernel in kernels:
+        if deferred is not None:
+            deferred.kernel(kernel)
+        # declared once finished: loop-parallelize gives it the pool argument
+        fn = declare_kernel(ir_module, kernel)
+        functions[kernel.sym_name.data] = (fn, kernel)
+        for op in kernel.walk():
+            if isinstance(op, CheckOp):
+                if not codes:
+                    status = ir.GlobalVariable(ir_module, I32, STATUS_GLOBAL)
+                    status.initializer = ir.Constant(I32, 0)
+                codes[op] = len(codes) + 1
         with locations.naming_errors(kernel):
             KernelEmitter(fn, kernel, OP_EMITTERS, options, checks=codes).emit()
         if emitted is not None:
@@ -143,6 +163,9 @@ def lower_module(
         for fn, _ in functions.values():
             fn.linkage = ""
         return LoweredModule(ir_module, None, [], [], [])
+    if deferred is not None:
+        deferred.entry()
+    checks = list(codes)
     plan = plan_memory(
         main, release=options.release_constants, memory_limit=options.memory_limit
     )

@@ -15,7 +15,7 @@ from smelt.dialects.loop import is_kernel
 from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm, threads
-from smelt.lowering.llvm.emit import LoweredModule, lower_module
+from smelt.lowering.llvm.emit import Deferred, LoweredModule, lower_module
 from smelt.lowering.llvm.emit_kernel import EmitOptions
 from smelt.lowering.llvm.program import ENTRY, NativeProgram, tick_seconds
 from smelt.lowering.llvm.split import PartStream
@@ -149,6 +149,7 @@ def compile_to_native(
     consume: bool = False,
     parts: int = 0,
     memory_limit: int = 0,
+    deferred: Deferred | None = None,
 ) -> NativeProgram:
     """Emits, verifies, optimizes and JIT-compiles a loop-level module with @main,
     for the module's `#target.cpu` (the host without one). Code for a CPU whose
@@ -164,7 +165,8 @@ def compile_to_native(
     `module` as they are copied into the program (the driver's compile: a
     weight is never held twice), after which `module` cannot be compiled again;
     a model whose arena, weights and inputs / outputs need more than
-    `memory_limit` bytes (0: the machine's memory) is refused (ResourceLimit).
+    `memory_limit` bytes (0: the machine's memory) is refused (ResourceLimit);
+    `deferred` passes run on each kernel as it is emitted (`lower_module`).
     """
     options = EmitOptions(
         fast_math=fast_math, profile=profile, release_constants=consume,
@@ -183,7 +185,7 @@ def compile_to_native(
                 pool.submit(_object, text, spec, opt_level, unroll)
             ),
         )
-        lowered = lower_module(module, options, emitted=stream.emitted)
+        lowered = lower_module(module, options, stream.emitted, deferred)
         if lowered.plan is None:
             raise SmeltError("the module has no @main: nothing to run")
         stream.finish(lowered.ir_module)
