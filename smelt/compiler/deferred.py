@@ -25,7 +25,7 @@ them asked for the whole pipeline runs in order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import func
@@ -65,9 +65,12 @@ class Deferred:
     passes: tuple[ModulePass, ...]
     start: int
     instrument: Instrumentation
+    step: Callable[[str], None] | None = None  # told of each kernel (progress)
     ctx: Context = field(default_factory=make_context)
 
     def kernel(self, kernel: func.FuncOp) -> None:
+        if self.step is not None:
+            self.step(f"@{kernel.sym_name.data}")
         block, anchor = kernel.parent_block(), kernel.next_op
         assert block is not None
         kernel.detach()

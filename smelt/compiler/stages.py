@@ -41,6 +41,7 @@ from smelt.compiler.options import CompileOptions
 from smelt.compiler.pipelines import LOWER
 from smelt.compiler.progress import SILENT, Progress
 from smelt.compiler.report import summary
+from smelt.dialects.loop import is_kernel
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
 
@@ -120,7 +121,8 @@ def loop_stage(build: Build) -> None:
     end = _loop_passes_now(build)
     if end < len(passes):
         build.deferred = Deferred(
-            build.module, passes[end:], build.graph_passes + end, build.instrument
+            build.module, passes[end:], build.graph_passes + end, build.instrument,
+            build.progress.step,
         )
     run_passes(build.module, passes[:end], build.instrument, build.progress.callback)
 
@@ -238,6 +240,8 @@ def _steps(build: Build, stage: str) -> int:
     """The passes a stage runs (0: it has no steps)."""
     if stage == "graph":
         return build.graph_passes
+    if stage == "target" and build.deferred is not None:  # a step per kernel
+        return sum(1 for op in build.module.ops if is_kernel(op))
     return _loop_passes_now(build) if stage == "loop" else 0
 
 
