@@ -12,6 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import smelt
 from smelt.compiler import pipelines
+from smelt.compiler.driver import import_graph, lower
+from smelt.compiler.instrument import module_text
 
 # (N, C, H, W, O, kernel, strides, pads, dilations, group)
 CONVS = [
@@ -98,3 +100,39 @@ def test_pool(case: int, level: str) -> None:
     op, attrs = POOLS[case]
     shape = (2, 11, 9, 10)
     _check(_pool_model(op, shape, **attrs), shape, level)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("channels", [40, 7])
+def test_global_average_pool_sums_channel_rows(channels: int, threads: int) -> None:
+    """conv + relu + GlobalAveragePool + softmax in NHWC: the pool accumulates
+    each position's row of channels in its output (a vector loop inside the
+    loops over positions), not each channel over positions at a stride."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((channels, 5, 3, 3)).astype(np.float32)
+    weight = numpy_helper.from_array(w, "w")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+        helper.make_node("Softmax", ["p"], ["y"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "gap",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 9, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((2, 5, 9, 7)).astype(np.float32)
+    expected = run_onnxruntime(model, {"x": x})["y"]
+    got = smelt.compile(model, "cpu", threads=threads).run({"x": x})["y"]
+    assert got.shape == expected.shape
+    assert rel_error(got, expected) < 1e-5
+
+    spec = pipelines.preset("cpu", "O2", threads, "host")
+    text = module_text(lower(import_graph(model), spec))
+    pool = text[text.index("global_average_pool") :]
+    pool = pool[: pool.index("func.return")]
+    assert "reduction {" in pool and "iter_args" not in pool, pool
+    if channels >= 16:
+        assert "vector.load" in pool, pool
