@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects import func
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
@@ -45,13 +45,13 @@ def scope(p: ModulePass) -> str:
     return getattr(p, "scope", "module")
 
 
-def split(passes: Sequence[ModulePass]) -> tuple[int, int]:
-    """(h, n): passes[:h] must run on the module in order; passes[h:] are all
-    kernel or entry passes (none when h == n = len(passes))."""
+def tail_start(passes: Sequence[ModulePass]) -> int:
+    """h such that passes[:h] must run on the module in order and passes[h:]
+    are all kernel or entry passes (none when h == len(passes))."""
     h = len(passes)
     while h > 0 and scope(passes[h - 1]) in (KERNEL, ENTRY):
         h -= 1
-    return h, len(passes)
+    return h
 
 
 @dataclass

@@ -27,8 +27,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from smelt.compiler import deferred
-from smelt.compiler.deferred import Deferred
+from smelt.compiler.deferred import Deferred, tail_start
 from smelt.compiler.driver import (
     ModelLike,
     import_graph,
@@ -135,7 +134,7 @@ def _loop_passes_now(build: Build) -> int:
     passes = build.passes[build.graph_passes :]
     if build.options.target != "cpu" or not build.instrument.options.quiet():
         return len(passes)
-    return deferred.split(passes)[0]
+    return tail_start(passes)
 
 
 def target_stage(build: Build) -> None:

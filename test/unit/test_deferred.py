@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import smelt
 from smelt.compiler import pipelines
-from smelt.compiler.deferred import Deferred, scope, split
+from smelt.compiler.deferred import Deferred, scope, tail_start
 from smelt.compiler.driver import import_graph, lower, parse_pipeline, run_passes
 from smelt.compiler.instrument import DumpOptions, Instrumentation, module_text
 from smelt.dialects.loop import is_kernel
@@ -56,7 +56,7 @@ def test_deferred_tail_makes_the_ir_of_the_pipeline_in_order(threads, cpu):
     llvm_in_order = str(lower_module(in_order).ir_module)
 
     passes = parse_pipeline(spec).passes
-    head, n = split(passes)
+    head = tail_start(passes)
     tail = [p.name for p in passes[head:]]
     assert "loop-vectorize" in tail and "buffer-plan" in tail, tail
     assert all(scope(p) == "module" for p in passes[:head][-1:])
