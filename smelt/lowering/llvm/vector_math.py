@@ -179,10 +179,11 @@ TANH_ONE = 9.01
 
 
 def _tanh(m: _Math, x: ir.Value) -> ir.Value:
-    """tanh(|x|) = -m / (m + 2) with m = e^(-2|x|) - 1 in (-1, 0]: within
-    2.5 ulp on every f32 (the old two-branch form, a polynomial below 0.625
-    and 1 - 2/(e^2a + 1) above, computed both for every lane: the chain
-    tanh(1.5x + 0.5)·x of 16M floats ran at 73% of the copy bandwidth)."""
+    """tanh(|x|) = -m / (m + 2) with m = e^(-2|x|) - 1 in (-1, 0]: 2.49 ulp at
+    most over 2.1M uniform and geometric f32 inputs. The old two-branch form (a
+    polynomial below 0.625, 1 - 2/(e^2a + 1) above) computed both for every
+    lane: the chain tanh(1.5x + 0.5)·x of 16M floats ran at 73% of the copy
+    bandwidth."""
     b = m.b
     a = m.clamp_above(m.call("llvm.fabs", x), TANH_ONE)
     em = _expm1_normal(m, b.fmul(a, m.c(-2.0)))
