@@ -16,6 +16,7 @@ PURE = (
     arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivUIOp, arith.DivSIOp,
     arith.RemUIOp, arith.RemSIOp, arith.AndIOp, arith.OrIOp, arith.XOrIOp,
     arith.CmpiOp, arith.SelectOp, arith.IndexCastOp, vector.BroadcastOp,
+    vector.ShuffleOp,
 )  # fmt: skip
 """Ops without memory effects whose result depends on their operands and
 properties alone (a division that traps would have trapped at the first copy)."""

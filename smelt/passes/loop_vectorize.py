@@ -30,6 +30,7 @@ from xdsl.utils.exceptions import DiagnosticException, VerifyException
 from smelt.dialects import loop
 from smelt.dialects.arith_ext import VECTOR_FORMS
 from smelt.errors import SmeltError
+from smelt.passes import vectorize_interleave as interleave
 from smelt.passes.loop_analysis import (
     Access,
     Affine,
@@ -509,6 +510,13 @@ class LoopVectorizePass(ModulePass):
         for kernel in op.ops:
             if not (isinstance(kernel, func.FuncOp) and loop.is_kernel(kernel)):
                 continue
+            for pair in interleave.candidates(kernel):
+                copy = interleave.InterleaveCopy(pair, width)
+                try:
+                    copy.check()
+                except interleave.NotInterleave:
+                    continue
+                copy.rewrite()
             for target in innermost_loops(kernel):
                 vectorizer = LoopVectorizer(
                     target, width, self.reassoc, max(stream, 0), mask_min

@@ -76,6 +76,7 @@ BF16_OPS = frozenset(
         "vector.broadcast",
         "vector.extract",
         "vector.insert",
+        "vector.shuffle",
         "memref.alloca",
         "loop.view",
         "func.call",  # @smelt.bf16_gemm (emit_bf16_gemm.py)

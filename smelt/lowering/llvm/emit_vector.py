@@ -239,6 +239,36 @@ def emit_insert(em: KernelEmitter, op: Operation) -> None:
     em.bind(op.results[0], value)
 
 
+def _lanes(lanes: list[int]) -> ir.Constant:
+    return ir.Constant(ir.VectorType(I32, len(lanes)), lanes)
+
+
+def emit_shuffle(em: KernelEmitter, op: Operation) -> None:
+    """vector.shuffle of two 1-d vectors; LLVM's shufflevector wants both of one
+    length, so the shorter is first widened (its extra lanes repeat lane 0, which
+    the mask never picks)."""
+    first, second = em.get(op.operands[0]), em.get(op.operands[1])
+    mask = list(op.properties["mask"].get_values())
+    b = em.builder
+    size = max(first.type.count, second.type.count)
+
+    def widened(value: ir.Value) -> ir.Value:
+        count = value.type.count
+        if count == size:
+            return value
+        lanes = list(range(count)) + [0] * (size - count)
+        return b.shuffle_vector(value, value, _lanes(lanes))
+
+    split = first.type.count
+    lanes = [k if k < split else k - split + size for k in mask]
+    value = b.shuffle_vector(
+        widened(first),
+        widened(second),
+        _lanes(lanes),
+    )
+    em.bind(op.results[0], value)
+
+
 VECTOR_EMITTERS: dict[str, OpEmitter] = {
     "vector.load": emit_vector_load,
     "vector.store": emit_vector_store,
@@ -247,6 +277,7 @@ VECTOR_EMITTERS: dict[str, OpEmitter] = {
     "vector.reduction": emit_reduction,
     "vector.extract": emit_extract,
     "vector.insert": emit_insert,
+    "vector.shuffle": emit_shuffle,
     "vector.create_mask": emit_create_mask,
     "vector.maskedload": emit_masked_load,
     "vector.maskedstore": emit_masked_store,

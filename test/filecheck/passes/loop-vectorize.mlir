@@ -399,3 +399,38 @@ func.func @read_back(%o: memref<32xf32>) attributes {loop.kernel} {
   }
   func.return
 }
+
+// A copy whose output rows are short (g = 3 elements, the output's last dim)
+// and whose input rows run along the outer loop: each 8 iterations of the outer
+// loop become 3 row loads, one interleaving shuffle and one store of 24
+// contiguous elements; the last 4 iterations a group of their own.
+// W4 splits the 12 iterations into three groups of 4.
+// CHECK-LABEL: func.func @short_rows
+// CHECK:       %[[R0:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<2x3x12xf32>, vector<8xf32>
+// CHECK:       %[[R1:.*]] = vector.load {{.*}} : memref<2x3x12xf32>, vector<8xf32>
+// CHECK:       %[[R2:.*]] = vector.load {{.*}} : memref<2x3x12xf32>, vector<8xf32>
+// CHECK:       %[[C:.*]] = vector.shuffle %[[R0]], %[[R1]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
+// CHECK-NEXT:  %[[D:.*]] = vector.shuffle %[[C]], %[[R2]] [{{.*}}] : vector<16xf32>, vector<8xf32>
+// CHECK-NEXT:  %[[S:.*]] = vector.shuffle %[[D]], %[[D]] [0, 8, 16, 1, 9, 17, 2, 10, 18, 3, 11, 19, 4, 12, 20, 5, 13, 21, 6, 14, 22, 7, 15, 23] : vector<24xf32>, vector<24xf32>
+// CHECK:       vector.store %[[S]], %{{.*}} : memref<2x12x3xf32>, vector<24xf32>
+// CHECK:       vector.shuffle {{.*}} : vector<12xf32>, vector<12xf32>
+// CHECK:       vector.store {{.*}} : memref<2x12x3xf32>, vector<12xf32>
+// CHECK-NOT:   memref.store
+// CHECK:       func.return
+// W4-LABEL:    func.func @short_rows
+// W4-COUNT-3:  vector.store {{.*}} : memref<2x12x3xf32>, vector<12xf32>
+// W4-NOT:      memref.store
+func.func @short_rows(%a: memref<2x3x12xf32>, %o: memref<2x12x3xf32>) attributes {loop.kernel} {
+  loop.for %n = 0 to 2 step 1 parallel {
+    loop.for %j = 0 to 12 step 1 parallel {
+      loop.for %i = 0 to 3 step 1 parallel {
+        %x = memref.load %a[%n, %i, %j] : memref<2x3x12xf32>
+        memref.store %x, %o[%n, %j, %i] : memref<2x12x3xf32>
+        loop.yield
+      }
+      loop.yield
+    }
+    loop.yield
+  }
+  func.return
+}
