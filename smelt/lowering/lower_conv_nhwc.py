@@ -332,7 +332,13 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
                 index.append(i)
             value = io.read(0, [n, *index, c])
             valid = k.and_all(inside)
-            combined = a.max(accs[0], value) if is_max else a.add(accs[0], value)
+            # the sign of a zero maximum is not observable in MaxPool's
+            # contract (onnxruntime's vmaxps leaves it to operand order)
+            combined = (
+                a.max(accs[0], value, signed_zeros=False)
+                if is_max
+                else a.add(accs[0], value)
+            )
             new = [combined if valid is None else a.select(valid, combined, accs[0])]
             if dynamic_count:
                 counts = k.and_all(in_padded) if include_pad else valid

@@ -136,3 +136,32 @@ def test_global_average_pool_sums_channel_rows(channels: int, threads: int) -> N
     assert "reduction {" in pool and "iter_args" not in pool, pool
     if channels >= 16:
         assert "vector.load" in pool, pool
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cpu", ["host", "x86-64-v3"])
+def test_max_pool_propagates_nan_without_signed_zeros(cpu: str, threads: int) -> None:
+    """MaxPool's window maximum is built without signed zeros (fastmath nsz:
+    one vmaxps and a NaN check per element on x86): a NaN anywhere in a window
+    still makes that output NaN, as numpy.maximum would, every other output is
+    the window's maximum, and a window of zeros gives a zero of either sign."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2])
+    graph = helper.make_graph(
+        [node], "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40, 11, 13])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(5).standard_normal((1, 40, 11, 13)).astype(np.float32)
+    x[0, 3, 4, 4] = np.nan  # inside four windows
+    x[0, 17, 0, 12] = np.nan  # a corner: one window
+    x[0, 30, 5, 5] = -np.inf
+    x[0, 8] = 0.0
+    x[0, 8, 1::2] = -0.0
+    x[0, 9] = -0.0
+    windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))
+    expected = windows[:, :, ::2, ::2].max(axis=(-2, -1))  # NaN-propagating
+    got = smelt.compile(model, "cpu", threads=threads, cpu=cpu).run({"x": x})["y"]
+    assert got.shape == expected.shape
+    assert np.isnan(expected).sum() == 5
+    np.testing.assert_array_equal(got, expected)  # NaN == NaN, -0.0 == 0.0 here
