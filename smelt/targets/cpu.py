@@ -167,21 +167,44 @@ def _parallel(
     m: int, n: int, mc: int, nc: int, mr: int, nr: int, want: int
 ) -> tuple[int, int]:
     """(mc, nc) made smaller until M and N split into `want` blocks (for
-    threads): twice the blocks along n while they keep 128 columns, then along m
-    while they keep 4 micro-tiles, then along either down to one micro-tile."""
+    threads). First only splits that divide the whole units evenly (a tail block
+    is one more copy of the micro-kernel nest to compile, and a smaller share
+    for one thread): along n while blocks keep 128 columns, then along m while
+    they keep 4 micro-tiles, then either down to one micro-tile. Where that
+    cannot reach `want`, twice the blocks at a time, with tails, in the same
+    order."""
 
     def count(size: int, block: int) -> int:
         return -(-size // block)
 
-    for n_floor, m_floor in ((128, 4 * mr), (nr, mr)):
-        while count(m, mc) * count(n, nc) < want:
-            if nc > max(n_floor, nr):
-                nc = _block(n, nc, nr, 2 * count(n, nc))
-            elif mc > m_floor:
-                mc = _block(m, mc, mr, 2 * count(m, mc))
-            else:
-                break
+    for even in (True, False):
+        for n_floor, m_floor in ((128, 4 * mr), (nr, mr)):
+            while count(m, mc) * count(n, nc) < want:
+                if even:
+                    if split := _even_split(n, nc, nr, max(n_floor, nr)):
+                        nc = split
+                    elif split := _even_split(m, mc, mr, m_floor):
+                        mc = split
+                    else:
+                        break
+                elif nc > max(n_floor, nr):
+                    nc = _block(n, nc, nr, 2 * count(n, nc))
+                elif mc > m_floor:
+                    mc = _block(m, mc, mr, 2 * count(m, mc))
+                else:
+                    break
     return mc, nc
+
+
+def _even_split(size: int, block: int, unit: int, floor: int) -> int:
+    """The largest block of whole units, at most half of `block` and at least
+    `floor`, that divides the units of `size` evenly; 0 if there is none."""
+    units = max(1, size // unit)
+    for blocks in range(max(2, units * unit // block * 2), units + 1):
+        if units % blocks == 0:
+            split = units // blocks * unit
+            return split if floor <= split <= block // 2 else 0
+    return 0
 
 
 WHOLE_K_SLIVER = 4

@@ -288,6 +288,37 @@ def test_conv_channel_blocks_divide_the_channels(cpu, channels):
 
 
 @pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64-v4"])
+@pytest.mark.parametrize("threads", [2, 4])
+@pytest.mark.parametrize(
+    "m,n", [(169, 320), (3136, 64), (784, 256), (49, 512), (196, 1000), (64, 4096)]
+)
+def test_thread_blocks_split_evenly_where_they_can(cpu, threads, m, n):
+    """Blocks for threads (GEMM / conv, the `_parallel` split): enough blocks
+    for the threads, and where some even split of the whole micro-tiles gets
+    there, no tail block (one more copy of the micro-kernel nest: 320 channels
+    in blocks of 128 + 128 + 64 made inception's convs compile three nests)."""
+    from smelt.targets import cpu as schedules
+
+    s = CpuSchedule.for_spec(CpuSpec.named(cpu), threads * schedules.BLOCKS_PER_THREAD)
+    mr, nr = min(s.mr, m), s.nr if n >= s.nr else max(s.width, n // s.width * s.width)
+    mc0, nc0 = schedules._block(m, s.mc, mr), schedules._block(n, s.nc, nr)
+    mc, nc = schedules._parallel(m, n, mc0, nc0, mr, nr, s.min_blocks)
+    blocks = -(-m // mc) * -(-n // nc)
+    assert mc % mr == 0 and nc % nr == 0 and mc <= mc0 and nc <= nc0
+    m_units, n_units = m // mr, n // nr
+    even = [
+        (a, b)
+        for a in range(1, m_units + 1)
+        for b in range(1, n_units + 1)
+        if m_units % a == 0 and n_units % b == 0 and a * b >= s.min_blocks
+    ]
+    if even:  # reachable without tails: none taken
+        assert (m_units % (mc // mr), n_units % (nc // nr)) == (0, 0), (mc, nc)
+        assert blocks >= s.min_blocks
+    assert blocks >= min(s.min_blocks, m_units * n_units)
+
+
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64-v4"])
 def test_conv_runs_its_whole_reduction_in_the_micro_kernel(cpu):
     """light_resnet50's convs (up to 3x3 x 512 channels, 1x1 x 2048) keep the
     window and all channels inside the micro-tile: their B slivers are at most
