@@ -195,8 +195,11 @@ def _runnable_cpus() -> list[str]:
 @pytest.mark.parametrize("cpu", _runnable_cpus())
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("constant_b", [True, False])
-def test_gemm_on_each_isa_path_matches_numpy(cpu, threads, constant_b):
-    m, k, n = 70, 300, 100  # tails in every blocked dim of both micro-kernels
+@pytest.mark.parametrize("m", [70, 71])
+def test_gemm_on_each_isa_path_matches_numpy(cpu, threads, constant_b, m):
+    # tails in every blocked dim of both micro-kernels; 70 rows take 5-row
+    # tiles on AVX-512 (`_rows`), 71 (prime) keeps 6 and a tail of 5
+    k, n = 300, 100
     model = matmul_model(m, k, n, constant_b)
     a = RNG.standard_normal((m, k)).astype(np.float32)
     feeds = {"a": a}
@@ -285,6 +288,28 @@ def test_conv_channel_blocks_divide_the_channels(cpu, channels):
     else:
         assert len(tiles) == 1 and channels % tiles[0] == 0 and tiles[0] <= s.kc
         assert order == schedules.CONV_ORDER_BLOCKED
+
+
+@pytest.mark.parametrize(
+    "cpu,m,rows",
+    [
+        ("x86-64-v4", 64, 4),  # the MLP's batch: 4 x 64 tiles, no 4-row tail nest
+        ("x86-64-v4", 128, 4),
+        ("x86-64-v4", 70, 5),
+        ("x86-64-v4", 71, 6),  # nothing from 6 down to 4 divides: a tail nest
+        ("x86-64-v4", 60, 6),
+        ("x86-64-v3", 64, 6),  # 16 ymm: a 4 x 16 tile has too few accumulators
+    ],
+)
+def test_gemm_rows_divide_m_where_the_tile_keeps_its_accumulators(cpu, m, rows):
+    from smelt.targets import cpu as schedules
+
+    s = CpuSchedule.for_spec(CpuSpec.named(cpu))
+    steps = schedules.matmul(m, 4096, 1024, s, constant_b=True)
+    m_tile = next(st.sizes for st in steps if st.kind == "tile" and st.role == "m")
+    assert m_tile[1] == rows
+    columns = s.nr // s.width
+    assert rows == s.mr or (m % rows == 0 and rows * columns >= 16)
 
 
 @pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64-v4"])
