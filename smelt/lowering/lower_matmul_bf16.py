@@ -117,24 +117,25 @@ def _prepare_fast(
     else:
         return []
     g, m = plan
-    np_ = _shape(wp)[-2]
+    np_ = _shape(wp)[-4] * NR
     return [wp, ctx.alloc(MemRefType(dtypes.f32, [g, m, np_]))]
 
 
 def _pack_at_run_time(ctx: LoweringContext, w: SSAValue) -> SSAValue:
-    """A kernel packing bf16 B[..., K, N] into Bp[G?, Kh, Np, 2] (`pack_b`'s layout;
-    3-D for a 2-D B), zeros past K and N."""
+    """A kernel packing bf16 B[..., K, N] into Bp[G?, Np / 32, Kh, 32, 2]
+    (`pack_b`'s layout; 4-D for a 2-D B), zeros past K and N."""
     shape = _shape(w)
     kk, n = shape[-2:]
     g = int(np.prod(shape[:-2]))
-    kh, np_ = (kk + 1) // 2, -(-n // NR) * NR
-    packed_shape = ([g] if len(shape) > 2 else []) + [kh, np_, 2]
+    kh, panels = (kk + 1) // 2, -(-n // NR)
+    packed_shape = ([g] if len(shape) > 2 else []) + [panels, kh, NR, 2]
     packed = ctx.alloc(MemRefType(dtypes.bf16, packed_shape))
     k = ctx.kernel("bf16_pack", [w], [packed])
     zero = k.constant(0.0, dtypes.bf16)
     with k.nest(packed_shape) as ivs:
-        *batch, p, j, t = ivs
+        *batch, q, p, c, t = ivs
         row = k.affine([(p, 2), (t, 1)])
+        j = k.affine([(q, NR), (c, 1)])
         ok = k.op(arith.AndIOp, k.cmp_index(row, "slt", kk), k.cmp_index(j, "slt", n))
         src = [*_unflatten(k, batch, shape[:-2]), k.clamp(row, 0, kk - 1),
                k.clamp(j, 0, n - 1)]  # fmt: skip

@@ -4,8 +4,9 @@
 
 `vdpbf16ps` multiplies pairs of bf16 along k and adds both products to an f32 lane:
 for each of the 16 lanes, acc += a.lo * b.lo + a.hi * b.hi. So B is packed once
-(at compile time for a constant weight, `pack_b`) into pairs along k,
-Bp[k / 2, n, k % 2], where one 64-byte load gives 16 columns × 2 k; A stays row-major
+(at compile time for a constant weight, `pack_b`) into pairs along k, panel by
+panel of 32 columns, Bp[n / 32, k / 2, n % 32, k % 2], where one 64-byte load
+gives 16 columns × 2 k and a panel's k pairs follow each other; A stays row-major
 and the pair A[m, 2p], A[m, 2p + 1] is one 32-bit broadcast. The micro-tile is
 MR rows × 32 columns (2·MR zmm accumulators); the loops run column panels outside
 rows, so a panel of Bp (K · 32 · 2 bytes) stays in L2 across all rows.
@@ -39,19 +40,24 @@ def supported(spec: CpuSpec | None = None) -> bool:
 
 
 def pack_b(b: np.ndarray) -> np.ndarray:
-    """B[K, N] (any float) → bf16 Bp[Kp / 2, Np, 2] with Bp[p, n, t] = B[2p + t, n],
-    zero-padded to even Kp and Np a multiple of NR."""
+    """B[K, N] (any float) → bf16 Bp[Np / NR, Kp / 2, NR, 2] with
+    Bp[q, p, c, t] = B[2p + t, q·NR + c], zero-padded to even Kp and Np a multiple
+    of NR: each column panel's k pairs one after the other (NR · 4 bytes apart).
+    Panels laid out across the rows instead (Bp[p, n, t]) put a panel's
+    consecutive k pairs Np · 4 bytes apart, 16 KB for N = 4096: every B line of a
+    panel fell into one L1 set, and each micro-tile of rows reloaded them."""
     k, n = b.shape
     kp, np_ = k + k % 2, -(-n // NR) * NR
     padded = np.zeros((kp, np_), ml_dtypes.bfloat16)
     padded[:k, :n] = b.astype(ml_dtypes.bfloat16)
-    return np.ascontiguousarray(padded.reshape(kp // 2, 2, np_).transpose(0, 2, 1))
+    panels = padded.reshape(kp // 2, 2, np_ // NR, NR).transpose(2, 0, 3, 1)
+    return np.ascontiguousarray(panels)
 
 
 def kernel_ir(mr: int = 8) -> str:
     """LLVM IR of `void bf16_gemm(ptr a, ptr bp, ptr c, i64 m, i64 np, i64 kp)`:
-    a [m][kp] bf16, bp [kp/2][np][2] bf16, c [m][np] f32; m % mr == 0,
-    np % 32 == 0, kp % 2 == 0."""
+    a [m][kp] bf16, bp [np/32][kp/2][32][2] bf16 (`pack_b`), c [m][np] f32;
+    m % mr == 0, np % 32 == 0, kp % 2 == 0."""
     accs = [(r, h) for r in range(mr) for h in range(2)]
     lines = [
         "declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512("
@@ -76,9 +82,9 @@ def kernel_ir(mr: int = 8) -> str:
         for r, h in accs
     ]
     lines += [
-        "  %bo0 = mul i64 %p, %np",
-        "  %bo1 = add i64 %bo0, %j",
-        "  %bo = shl i64 %bo1, 1",
+        "  %bo0 = mul i64 %j, %kp",  # panel j / 32 starts at j · kp elements
+        "  %bo1 = shl i64 %p, 6",  # a k pair of the panel: 32 columns × 2
+        "  %bo = add i64 %bo0, %bo1",
         "  %bp0 = getelementptr i16, ptr %b, i64 %bo",
         "  %bp1 = getelementptr i16, ptr %bp0, i64 32",
         "  %b0 = load <32 x bfloat>, ptr %bp0, align 4",
@@ -163,7 +169,8 @@ class Bf16Gemm:
     def __call__(self, a: np.ndarray, bp: np.ndarray, n: int) -> np.ndarray:
         """A[M, K] @ B (packed by `pack_b`, N columns) → f32 C[M, N]."""
         m, k = a.shape
-        kh, np_, _ = bp.shape
+        panels, kh, _, _ = bp.shape
+        np_ = panels * NR
         if 2 * kh != k + k % 2:
             raise SmeltError(f"A has {k} columns but B was packed for {2 * kh} rows")
         mp = -(-m // self.mr) * self.mr

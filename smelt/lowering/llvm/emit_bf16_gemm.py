@@ -2,11 +2,12 @@
 a shape-specialized `vdpbf16ps` micro-kernel function (AVX512-BF16).
 
     func.call @smelt.bf16_gemm(%a, %bp, %c, %u)
-        : (memref<...xKxbf16>, memref<[G]xKhxNpx2xbf16>, memref<GxMxNpxf32>, index)
+        : (memref<...xKxbf16>, memref<[G]xPxKhx32x2xbf16>, memref<GxMxNpxf32>, index)
 
 computes c[g, m, n] = sum_k a[g, m, k] · b[g, k, n] in f32, where `bp` is B packed
-in pairs along k (`bf16_gemm.pack_b`: Kh = ceil(K / 2), Np a multiple of 32, zero
-padded), one per GEMM (4-D) or one for all (3-D, then G = 1), and `a` is row-major
+in pairs along k, panel by panel (`bf16_gemm.pack_b`: P = Np / 32 panels of
+Kh = ceil(K / 2) pairs, Np a multiple of 32, zero padded), one per GEMM (5-D) or
+one for all (4-D, then G = 1), and `a` is row-major
 with any leading dims (their product is G·M; K is its last dim, odd or even).
 
 The layout follows `bf16_gemm.py`; the loops: 32-column panels of Bp, then blocks
@@ -79,17 +80,18 @@ def emit_call(em: KernelEmitter, op: Operation) -> None:
     numel_a = 1
     for d in a[:-1]:
         numel_a *= d
-    k, (kh, np_, _) = a[-1], bp[-3:]
+    k, (panels, kh, columns, pair) = a[-1], bp[-4:]
+    np_ = panels * NR
     g, m = c[0], c[1]
-    shared = len(bp) == 3
+    shared = len(bp) == 4
     if (
         len(op.operands) != 4
         or 2 * kh != k + k % 2
+        or (columns, pair) != (NR, 2)
         or len(c) != 3
         or c[2] != np_
-        or np_ % NR
         or numel_a != g * m
-        or not (shared and g == 1 or bp[:1] == [g] and len(bp) == 4)
+        or not (shared and g == 1 or bp[:1] == [g] and len(bp) == 5)
     ):
         raise SmeltError(f"{CALLEE}: shapes {a}, {bp}, {c} do not fit together")
     fn = define_gemm(em.module, g, m, k, np_)
@@ -211,7 +213,9 @@ class _Gemm:
         last_odd: bool,
     ) -> list[ir.Value]:
         b = self.b
-        base = b.shl(b.add(b.mul(p, constant(I64, self.np)), j), constant(I64, 1))
+        # panel j / 32 starts at j · Kp elements; its k pair p is 32 × 2 further
+        kp = self.k + self.k % 2
+        base = b.add(b.mul(j, constant(I64, kp)), b.shl(p, constant(I64, 6)))
         bvec = [
             b.load(self.gep(self.ptrs[1], I16, b.add(base, constant(I64, 32 * h))),
                    typ=V32BF, align=4)
