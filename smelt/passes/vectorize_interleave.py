@@ -19,11 +19,12 @@ that interleaves them and one store of the g·E contiguous output elements:
 
     %r_i = vector.load %in[…, i + a, b] : vector<E×T>   (i = 0 … g-1)
     %cat = vector.shuffle …                              (the rows side by side)
-    %out = vector.shuffle %cat, %cat [0, E, 2E, …, 1, E+1, …]
-    vector.store %out, %out[…, c, 0] : vector<g·E×T>
+    %y = vector.shuffle %cat, %cat [0, E, 2E, …, 1, E+1, …]
+    vector.store %y, %out[…, c, 0] : vector<g·E×T>
 
-(a longer j loop: one such group per `lanes` iterations). On AVX-512 LLVM lowers the interleave to vpermt2ps pairs (6 for g = 3, E = 16).
-Every element is copied unchanged, so the result is bit-identical.
+A longer j loop gets one such group per `lanes` iterations. On AVX-512 LLVM
+lowers the interleave to vpermt2ps pairs (6 for g = 3, E = 16). Every element is
+copied unchanged, so the result is bit-identical.
 """
 
 from __future__ import annotations
