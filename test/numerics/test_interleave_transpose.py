@@ -7,6 +7,7 @@ ISAs, 1 and 2 threads, whole vectors and tails."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from onnx import helper
@@ -28,7 +29,7 @@ CASES = [
     ((7, 9, 33), (2, 1, 0), False),  # the input's row is not the output's
     ((2, 9, 24), (0, 2, 1), False),  # g = 9 > MAX_GROUP: left to LLVM
 ]
-DTYPES = [np.float32, np.float16, np.int8, np.int64, np.bool_]
+DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.int8, np.int64, np.bool_]
 
 
 def _model(shape, perm, dtype):
