@@ -81,11 +81,14 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--calibration", type=int, default=8)
+    parser.add_argument("--cpu", default="host",
+                        help="the CPU smelt compiles for (x86-64-v3: the AVX2 int8 path)")
     parser.add_argument("models", nargs="*", default=list(MODELS))
     args = parser.parse_args(argv)
     for line in header_lines():
         print(line)
-    print(f"median of {args.repeat} runs, {args.calibration} calibration samples\n")
+    print(f"median of {args.repeat} runs, {args.calibration} calibration samples, "
+          f"smelt compiles for cpu {args.cpu}\n")
     print("| model | file | threads | ort int8 ms | smelt int8 ms | smelt / ort "
           "| smelt fp32 ms | smelt int8 / fp32 | cos(smelt int8, fp32) "
           "| cos(ort int8, fp32) | max abs(smelt - ort int8) |")
@@ -109,11 +112,11 @@ def main(argv=None) -> int:
                     print(f"| {name} | {label} | - | quantizing failed: "
                           f"{type(e).__name__}: {str(e)[:80]} |", flush=True)
             for threads in args.threads:
-                ref, _ = compile_cpu(fp32, "O2", threads)
+                ref, _ = compile_cpu(fp32, "O2", threads, args.cpu)
                 want = next(iter(ref.run(feeds).values()))
                 for label, path in files.items():
                     qmodel = onnx.load(path)
-                    ours, _ = compile_cpu(qmodel, "O2", threads)
+                    ours, _ = compile_cpu(qmodel, "O2", threads, args.cpu)
                     session = ort_session(qmodel, threads)
                     got = next(iter(ours.run(feeds).values()))
                     theirs = session.run(None, feeds)[0]
@@ -132,7 +135,8 @@ def main(argv=None) -> int:
                 if name in ("mlp", "mlp_gelu", "encoder"):
                     import smelt
 
-                    low = smelt.compile(fp32, "cpu", threads=threads, precision="bf16")
+                    low = smelt.compile(fp32, "cpu", threads=threads, precision="bf16",
+                                        cpu=args.cpu)
                     got = next(iter(low.run(feeds).values()))
                     fp_ms, bf_ms, r = compare_ms(
                         lambda: ref.run(feeds), lambda: low.run(feeds), args.repeat
