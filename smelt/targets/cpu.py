@@ -117,10 +117,10 @@ def matmul(
 ) -> list[Step]:
     """Register-blocked, cache-blocked, packed GEMM on the m-k-n band; a constant
     B (weights) is packed at compile time, in the order the loops read it."""
-    nr = t.nr if n >= t.nr else max(t.width, n // t.width * t.width)
-    mr = _rows(m, t.mr, nr // t.width)
     if n < t.width:
         return []  # nothing to vectorize along n: keep the plain band
+    nr = t.nr if n >= t.nr else max(t.width, n // t.width * t.width)
+    mr = _rows(m, t.mr, nr // t.width)
     nc, kc, mc = _block(n, t.nc, nr), min(t.kc, k), _block(m, t.mc, mr)
     if constant_b:
         mc, nc = _parallel(m, n, mc, nc, mr, nr, t.min_blocks)
@@ -224,9 +224,11 @@ def _even_split(size: int, block: int, unit: int, floor: int) -> int:
     `floor`, that divides the units of `size` evenly; 0 if there is none."""
     units = max(1, size // unit)
     for blocks in range(max(2, units * unit // block * 2), units + 1):
-        if units % blocks == 0:
-            split = units // blocks * unit
-            return split if floor <= split <= block // 2 else 0
+        split = units // blocks * unit
+        if split < floor:
+            return 0  # more blocks only make it smaller
+        if units % blocks == 0 and split <= block // 2:
+            return split
     return 0
 
 
