@@ -13,6 +13,10 @@ emitter needs: {variant, m, k, n, zero_point, relu, shift_input, signed_input,
 signed_output, signed_zero_point, epilogue, post_relu, post_zero_point,
 row_blocks, block_rows, chunks, chunk_panels}.
 
+For the pmaddwd variants (AVX2, AVX-512 without VNNI) a `qgemm_widen` kernel
+first widens x to i16 [..., K_p] (zeros past K), and the qgemm kernel reads that:
+the micro-kernel then broadcasts each row's k pair with one load.
+
 quant.im2col → a copy nest.
 """
 
@@ -20,8 +24,15 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import (
+    DictionaryAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    StringAttr,
+    i64,
+)
 from xdsl.ir import Attribute, SSAValue
 
 from smelt.dialects.dtypes import i8
@@ -37,6 +48,8 @@ from smelt.dialects.quant_gemm import (
     units,
 )
 from smelt.errors import SmeltError
+
+i16 = IntegerType(16)
 from smelt.lowering.loop_context import LoweringContext
 from smelt.passes.loop_analysis import WORK_ATTR
 
@@ -78,9 +91,15 @@ def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
     m, kk, n, variant = math.prod(xs[:-1]), int(a["k"]), int(a["n"]), str(a["variant"])
     split = units(m, kk, n, variant)
     params.update({f: IntegerAttr(getattr(split, f), i64) for f in split._fields})
-    k = ctx.op_kernel(op)
     v = VARIANTS[variant]
     kp, _ = padded(kk, n, variant)
+    if v.kg == 2:  # vpmaddwd reads i16 pairs: x widened once, not per tile
+        x = _widened(ctx, ctx.buffer(op.input), kk, kp, params["signed_input"])
+        ins = [x, *(ctx.buffer(value) for value in op.operands[1:])]
+        outs = [ctx.result_buffer(r) for r in op.results]
+        k = ctx.kernel("quant_qgemm", ins, outs)
+    else:
+        k = ctx.op_kernel(op)
     # vector dot ops of one unit: rows / MR tiles × MR rows × vectors × k groups
     work = split.block_rows * split.chunk_panels * (v.nr // v.lanes) * (kp // v.kg)
     with k.loop(split.count) as u:
@@ -89,6 +108,26 @@ def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
         attrs[WORK_ATTR] = IntegerAttr(work, 64)
         call.attributes.update(attrs)
         k.emit(call)
+
+
+def _widened(
+    ctx: LoweringContext, x: SSAValue, k: int, kp: int, signed: IntegerAttr
+) -> SSAValue:
+    """x[..., K] (8-bit) as i16 [..., K_p], zeros past K: what the pmaddwd
+    micro-kernels read (a pair of k per i32 lane, one broadcast load), made by a
+    kernel of its own, vectorized along k."""
+    shape = list(x.type.get_shape())  # type: ignore[attr-defined]
+    wide = ctx.alloc(MemRefType(i16, [*shape[:-1], kp]))
+    kb = ctx.kernel("qgemm_widen", [x], [wide])
+    zero = kb.constant(0, i16)
+    extend = arith.ExtSIOp if signed.value.data else arith.ExtUIOp
+    with kb.nest([*shape[:-1], kp]) as ivs:
+        *rows, col = ivs
+        inside = kb.cmp_index(col, "slt", k)
+        value = kb.op(extend, kb.load(kb.inputs[0], [*rows, kb.clamp(col, 0, k - 1)]),
+                      i16)  # fmt: skip
+        kb.store(kb.op(arith.SelectOp, inside, value, zero), kb.outputs[0], ivs)
+    return wide
 
 
 def lower_im2col(ctx: LoweringContext, op: Im2ColOp) -> None:

@@ -5,6 +5,8 @@ variant (vpdpbusd 512 / 256, vpmaddwd 512 / 256) on CPUs this host can run."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -161,6 +163,23 @@ def test_no_packing_without_avx2():
     assert "quant-fold-qdq" not in preset("cpu", cpu="x86-64")
     assert "quant-pack-gemm" in preset("cpu", cpu="x86-64-v3")
     np.testing.assert_array_equal(_run(_compile(model, "x86-64"), x_q), expected)
+
+
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "skylake-avx512"])
+def test_vpmaddwd_kernel_broadcasts_widened_pairs(cpu):
+    """The pmaddwd micro-kernels read x widened to i16 by a kernel of its own: each
+    row's k pair is one vpbroadcastd from memory, with no byte loads or inserts
+    in the kernel (checked in assembly: runs on any host)."""
+    model, _, _ = qdq_matmul(17, 130, 50, "u8", True, True)
+    asm = smelt.compile(model, "cpu", cpu=cpu).program.asm
+    assert "smelt.kernel.qgemm_widen_0:" in asm
+    found = re.search(r"^smelt\.kernel\.quant_qgemm_\d+:\n(.*?)\.Lfunc_end", asm,
+                      re.S | re.M)  # fmt: skip
+    assert found, "no qgemm kernel in the assembly"
+    body = found.group(1)
+    assert "vpmaddwd" in body
+    assert re.search(r"vpbroadcastd\s+-?\d*\(", body)
+    assert not re.search(r"\bmov[sz]b|vpinsr|vmovd\s+%e", body)
 
 
 @pytest.mark.parametrize("variant", ["vnni512", "pmaddwd256"])

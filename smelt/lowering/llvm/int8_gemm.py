@@ -15,8 +15,8 @@ activations are one 32-bit broadcast; one dot instruction per accumulator:
   vnni512 / vnni256   vpdpbusd: acc += Σ_{t<4} u8 a[t] · s8 b[t]  (an s8 x is read
                       with its sign bit flipped, `shift_input`; the bias holds
                       −128 · Σ_k W)
-  pmaddwd512 / 256    vpmaddwd on i16 pairs (x widened here, W at pack time);
-                      acc += the pair sums
+  pmaddwd512 / 256    vpmaddwd on i16 pairs (x widened by a kernel before,
+                      `lower_qgemm.py`, W at pack time): acc += the pair sums
 
 Epilogue per vector: + bias, f32, × multiplier, round half to even, clamp to the
 storage range less the zero point (and above 0 with relu), + zero point; with
@@ -69,7 +69,6 @@ class _Emitter:
         self.zp = int(params["zero_point"])
         self.relu = bool(params["relu"])
         self.shift = bool(params["shift_input"])
-        self.signed_x = bool(params["signed_input"])
         self.signed_y = bool(params["signed_output"])
         self.signed_mid = bool(params.get("signed_zero_point", params["signed_output"]))
         self.epilogue = str(params.get("epilogue", "requantize"))
@@ -207,10 +206,12 @@ class _Emitter:
     def tile(self, j: ir.Value, i0: ir.Value, rows: int, cols: int | None) -> None:
         v, b = self.v, self.b
         x, wp = self.x, self.wp
-        groups, tail = divmod(self.k, v.kg)
+        groups, tail = divmod(self.k if self.vnni else self.kp, v.kg)
         panel = b.mul(j, _i64(self.kp * v.nr))  # weight elements before the panel
+        # x: 8-bit [M, K], or for pmaddwd i16 [M, K_p] (widened by its own kernel)
+        x_t, stride = (I8, self.k) if self.vnni else (I16, self.kp)
         row_ptrs = [
-            b.gep(x, [b.mul(b.add(i0, _i64(r)), _i64(self.k))], source_etype=I8)
+            b.gep(x, [b.mul(b.add(i0, _i64(r)), _i64(stride))], source_etype=x_t)
             for r in range(rows)
         ]
         zero = ir.Constant(self.wv, None)
@@ -246,7 +247,7 @@ class _Emitter:
     def activations(self, row: ir.Value, k0: ir.Value, width: int) -> ir.Value:
         """`width` activations of `row` from k0, as a broadcast dot operand."""
         b, v = self.b, self.v
-        ptr = b.gep(row, [k0], source_etype=I8)
+        ptr = b.gep(row, [k0], source_etype=I8 if self.vnni else I16)
         if self.vnni:
             if width == 4:
                 word = b.load(ptr, typ=I32, align=1)
@@ -258,13 +259,8 @@ class _Emitter:
                     word = b.or_(word, shifted)
             if self.shift:
                 word = b.xor(word, ir.Constant(I32, 0x80808080))
-        else:
-            ext = b.sext if self.signed_x else b.zext
-            lo = ext(b.load(ptr, typ=I8, align=1), I16)
-            hi = ir.Constant(I16, 0)
-            if width == 2:
-                hi = ext(b.load(b.gep(ptr, [_i64(1)], source_etype=I8), typ=I8), I16)
-            word = b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), ir.Constant(I32, 16)))
+        else:  # a pair of widened k (K_p is even: no tail)
+            word = b.load(ptr, typ=I32, align=2)
         splat = b.insert_element(ir.Constant(self.wv, ir.Undefined), word, _i64(0))
         mask = ir.Constant(ir.VectorType(I32, v.lanes), [0] * v.lanes)
         vec = b.shuffle_vector(splat, ir.Constant(self.wv, ir.Undefined), mask)
