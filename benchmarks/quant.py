@@ -1,8 +1,9 @@
 """Quantized and low-precision inference against onnxruntime, in one run:
 
-* INT8: each model quantized two ways — onnxruntime's own `quantize_static` (QDQ,
-  per-channel int8 weights, uint8 activations, minmax) and `smelt quantize`
-  (minmax) — then run by onnxruntime and by smelt; smelt's int8 / fp32 ratio too.
+* INT8: each model quantized by onnxruntime's own `quantize_static` (QDQ,
+  per-channel int8 weights, uint8 activations, minmax) and by `smelt quantize`
+  (minmax, and entropy: `--methods`), then run by onnxruntime and by smelt;
+  smelt's int8 / fp32 ratio and the weights' size against fp32 too.
 * BF16: smelt `precision="bf16"` against smelt fp32 (cosine against fp32).
 
 Latencies: interleaved blocks, median of --repeat runs (benchmarks/cpu.py).
@@ -13,9 +14,11 @@ Latencies: interleaved blocks, median of --repeat runs (benchmarks/cpu.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -25,6 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numeri
 
 from cpu import compare_ms, compile_cpu, ort_session  # noqa: E402
 from hostinfo import header_lines  # noqa: E402
+
+from smelt.quantize.qdq import weight_bytes  # noqa: E402
 
 import models  # noqa: E402
 
@@ -63,12 +68,22 @@ def ort_quantized(src: str, dst: str, calib: list[dict]) -> None:
     onnx.save(ort_quantize(model, calib, "u8"), dst)
 
 
-def smelt_quantized(src: str, dst: str, calib: list[dict]) -> None:
+def smelt_quantized(src: str, dst: str, calib: list[dict], method: str) -> None:
     import smelt
 
     data = os.path.join(os.path.dirname(dst), "calib.npz")
     np.savez(data, **{k: np.stack([c[k] for c in calib]) for k in calib[0]})
-    smelt.quantize(src, calibration=data, output=dst)
+    smelt.quantize(src, calibration=data, output=dst, method=method)
+
+
+def writers(methods: list[str]) -> list[tuple[str, Callable]]:
+    """(label, write(src, dst, calib)) per quantized file: onnxruntime's, then
+    smelt's for each calibration method (`smelt-qdq` is minmax)."""
+    out: list[tuple[str, Callable]] = [("ort-qdq", ort_quantized)]
+    for method in methods:
+        label = "smelt-qdq" if method == "minmax" else f"smelt-{method}"
+        out.append((label, functools.partial(smelt_quantized, method=method)))
+    return out
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -83,6 +98,8 @@ def main(argv=None) -> int:
     parser.add_argument("--calibration", type=int, default=8)
     parser.add_argument("--cpu", default="host",
                         help="the CPU smelt compiles for (x86-64-v3: the AVX2 int8 path)")
+    parser.add_argument("--methods", nargs="+", default=["minmax", "entropy"],
+                        help="calibration methods of smelt's own files")
     parser.add_argument("models", nargs="*", default=list(MODELS))
     args = parser.parse_args(argv)
     for line in header_lines():
@@ -91,8 +108,8 @@ def main(argv=None) -> int:
           f"smelt compiles for cpu {args.cpu}\n")
     print("| model | file | threads | ort int8 ms | smelt int8 ms | smelt / ort "
           "| smelt fp32 ms | smelt int8 / fp32 | cos(smelt int8, fp32) "
-          "| cos(ort int8, fp32) | max abs(smelt - ort int8) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| cos(ort int8, fp32) | max abs(smelt - ort int8) | weights fp32 / int8 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     bf16_rows = []
     with tempfile.TemporaryDirectory() as d:
         for name in args.models:
@@ -102,8 +119,7 @@ def main(argv=None) -> int:
             calib = samples(fp32, args.calibration)
             feeds = samples(fp32, 1, seed=99)[0]
             files = {}
-            for label, write in (("ort-qdq", ort_quantized),
-                                 ("smelt-qdq", smelt_quantized)):  # fmt: skip
+            for label, write in writers(args.methods):
                 path = os.path.join(d, f"{name}.{label}.onnx")
                 try:
                     write(src, path, calib)
@@ -116,6 +132,7 @@ def main(argv=None) -> int:
                 want = next(iter(ref.run(feeds).values()))
                 for label, path in files.items():
                     qmodel = onnx.load(path)
+                    smaller = weight_bytes(fp32) / max(1, weight_bytes(qmodel))
                     ours, _ = compile_cpu(qmodel, "O2", threads, args.cpu)
                     session = ort_session(qmodel, threads)
                     got = next(iter(ours.run(feeds).values()))
@@ -131,7 +148,8 @@ def main(argv=None) -> int:
                           f"| {smelt_ms:.3f} | {ratio:.2f} | {fp32_ms:.3f} "
                           f"| {q_ratio:.2f} | {cosine(got, want):.5f} "
                           f"| {cosine(theirs, want):.5f} "
-                          f"| {np.max(np.abs(got - theirs)):.2e} |", flush=True)
+                          f"| {np.max(np.abs(got - theirs)):.2e} | {smaller:.2f} |",
+                          flush=True)  # fmt: skip
                 if name in ("mlp", "mlp_gelu", "encoder"):
                     import smelt
 
