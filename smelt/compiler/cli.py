@@ -256,6 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             check_model=not args.no_check_model, memory_limit=args.memory_limit,
             precision=args.precision, dump=dump_options(args), progress=progress,
             **({"pipeline": args.pipeline} if args.pipeline else {}),
+            **({"tf32": False} if args.no_tf32 else {}),
         )
     print(f"compiled {os.path.basename(path)} for {args.target} in "
           f"{time.perf_counter() - t0:.2f} s  [pipeline: {model.info['pipeline']}]")
@@ -490,6 +491,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                      help="no progress line while compiling (none without a terminal)")
     run.add_argument("--memory-limit", type=memory_size, default=0, metavar="SIZE",
                      help=MEMORY_LIMIT_HELP)
+    run.add_argument("--no-tf32", action="store_true",
+                     help="gpu: f32 matmuls and convs multiply in f32, not as tf32")
     add_dump_arguments(run)
     run.set_defaults(func=cmd_run)
     tgt = sub.add_parser("target", help="what smelt knows of a CPU (default: this one)")

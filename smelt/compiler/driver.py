@@ -182,6 +182,7 @@ def compile(
     cache: bool | str | os.PathLike | None = None,
     progress: Progress | None = None,
     memory_limit: int | str = 0,
+    tf32: bool = True,
 ) -> CompiledModel:
     """Compiles an ONNX model (path, bytes or ModelProto) for `target`; `threads`
     picks the preset's thread count (an explicit `pipeline` says it itself);
@@ -211,7 +212,9 @@ def compile(
     "512M"; 0: the machine's memory) bounds what the compiled model's arena,
     weights, inputs and outputs take together: a model that needs more is
     refused (ResourceLimit naming its largest buffers), and one whose weights
-    alone exceed it is refused before they are read."""
+    alone exceed it is refused before they are read; `tf32` (gpu) lets f32
+    matmuls and convs multiply as tf32 on tensor cores (the default, as cuBLAS
+    and torch.compile do where TF32 is allowed); False multiplies in f32."""
     if cache:
         from smelt.compiler.cache import check_cacheable
 
@@ -231,6 +234,7 @@ def compile(
         fast_math=fast_math,
         profile=profile,
         memory_limit=parse_size(memory_limit) if memory_limit else 0,
+        tf32=tf32,
     )
     if cache:
         from smelt.compiler.cache import compile_cached

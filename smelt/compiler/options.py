@@ -91,6 +91,7 @@ class CompileOptions:
     precision: str = "f32"  # "bf16" / "f16": quant-cast joins the pipeline
     opt_level: int = 3  # LLVM's optimization level (cpu target)
     fast_math: bool = False  # LLVM's `reassoc nsz` on float ops (cpu target)
+    tf32: bool = True  # f32 contractions as tf32 tl.dot (gpu target; False: f32)
     profile: bool = False  # time every kernel call (cpu target)
     # bytes that arena + weights + inputs / outputs may take (0: the machine's)
     memory_limit: int = 0
@@ -112,6 +113,8 @@ class CompileOptions:
             )
         if self.profile and self.target != "cpu":
             raise SmeltError("profile=True times kernels on the cpu target only")
+        if self.target != "gpu" and not self.tf32:
+            raise SmeltError("tf32=False chooses how the gpu target multiplies: drop it")
         if self.target != "gpu" and self.device is not None:
             raise SmeltError("device= chooses where the gpu target runs: drop it")
         if self.target == "gpu":

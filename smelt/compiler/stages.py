@@ -144,7 +144,8 @@ def target_stage(build: Build) -> None:
             from smelt.lowering.triton.runtime import compile_to_triton
 
             build.program = compile_to_triton(
-                build.module, options.device, memory_limit=options.memory_limit
+                build.module, options.device, memory_limit=options.memory_limit,
+                tf32=options.tf32,
             )
         else:
             from smelt.lowering.llvm.jit import compile_to_native

@@ -7,13 +7,16 @@ import os
 import sys
 
 import pytest
+from xdsl.dialects.builtin import StringAttr
 from xdsl.parser import Parser
 
 from smelt.compiler import pipelines
 from smelt.compiler.driver import import_graph, lower
+from smelt.compiler.options import CompileOptions
 from smelt.errors import SmeltError
 from smelt.lowering.triton import schedule
 from smelt.lowering.triton.emit import PRELUDE, emit_triton, module_kernels
+from smelt.lowering.triton.emit_dot import FP32_DOT_ATTR
 from smelt.universe import make_context
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numerics"))
@@ -131,6 +134,23 @@ def test_mlp_contractions_become_dot_tiles_with_fused_epilogues():
     assert 'input_precision="tf32"' in src
     # bias + relu applied to the finished tile, then one store
     assert src.count("tl.store(") == 1 and "tl.maximum(" in src
+
+
+def test_f32_dots_multiply_in_f32_when_the_module_says_ieee():
+    """`smelt.compile(..., tf32=False)` marks the module (emit_dot.FP32_DOT_ATTR):
+    every f32 tl.dot then asks for ieee products, none for tf32."""
+    module = import_graph(encoder_layer_model(seq=16, hidden=32, heads=2, ffn=64))
+    lower(module, pipelines.preset("gpu"))
+    module.attributes[FP32_DOT_ATTR] = StringAttr("ieee")
+    src = emit_triton(module)
+    assert src.count('input_precision="ieee"') == 8
+    assert 'input_precision="tf32"' not in src
+
+
+def test_tf32_is_a_gpu_option():
+    with pytest.raises(SmeltError, match="tf32=False"):
+        CompileOptions(target="cpu", tf32=False)
+    assert CompileOptions(target="gpu", device="cpu", tf32=False).record()["tf32"] is False
 
 
 def test_encoder_layer_uses_dots_and_row_blocks():

@@ -1,6 +1,6 @@
 """Contractions as Triton dot tiles: program ids -> (batch, M tile, N tile) with
 grouped ordering for L2 reuse, a K loop feeding `tl.dot` (f16/bf16 operands as
-loaded, f32 as tf32, i8 into i32), then the initial value and the epilogue on the
+loaded, f32 as tf32 unless the module says ieee (`FP32_DOT_ATTR`), i8 into i32), then the initial value and the epilogue on the
 finished tile."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import AnyFloat, IntegerType
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import AnyFloat, IntegerType, ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
 
 from smelt.lowering.triton import schedule as sched
 from smelt.lowering.triton.contraction import Contraction
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 def emit_dot(e: PhaseEmitter, c: Contraction) -> tuple[sched.Schedule, int]:
     e.phase_mode = "dot"
     (lhs, rhs, bits, precision) = dot_types(c)  # type: ignore[misc]
+    if precision == "tf32" and not tf32_allowed(e.kernel):
+        precision = "ieee"
     schedule = sched.dot(c.m_total, c.n_total, c.k_total, bits)
     w = e.w
     bm, bn = schedule.block("BLOCK_M"), schedule.block("BLOCK_N")
@@ -104,6 +106,19 @@ def _peel(v: SSAValue) -> SSAValue:
     ):
         return owner.input
     return v
+
+
+FP32_DOT_ATTR = "triton.fp32_dot"
+"""On the module: "ieee" makes f32 contractions `tl.dot(..., input_precision="ieee")`
+(f32 products, as the reference computes them) instead of tf32, the default
+(10-bit mantissas in the products; what cuBLAS and torch.compile run where TF32
+is allowed)."""
+
+
+def tf32_allowed(kernel: Operation) -> bool:
+    module = kernel.get_toplevel_object()
+    attr = module.attributes.get(FP32_DOT_ATTR) if isinstance(module, ModuleOp) else None
+    return not (isinstance(attr, StringAttr) and attr.data == "ieee")
 
 
 def dot_types(c: Contraction):

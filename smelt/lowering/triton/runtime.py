@@ -23,12 +23,13 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerType, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerType, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from smelt.dialects.loop import AllocOp, ConstantOp, ViewOp
 from smelt.errors import SmeltError
 from smelt.lowering.triton.emit import TritonKernel, module_kernels, module_source
+from smelt.lowering.triton.emit_dot import FP32_DOT_ATTR
 
 _LOADED: dict[str, ModuleType] = {}
 
@@ -266,10 +267,17 @@ class TritonProgram:
 
 
 def compile_to_triton(
-    module: ModuleOp, device: str, cuda_graph: bool = True, memory_limit: int = 0
+    module: ModuleOp,
+    device: str,
+    cuda_graph: bool = True,
+    memory_limit: int = 0,
+    tf32: bool = True,
 ) -> TritonProgram:
     """The launch plan of a loop-level module with @main (after buffer-plan) on
     torch `device`: "cuda", or "cpu" (Triton's interpreter); a model that needs
     more than `memory_limit` bytes (0: the host's memory) is refused before any
-    device buffer is allocated."""
+    device buffer is allocated. `tf32=False`: f32 contractions multiply in f32
+    (`emit_dot.FP32_DOT_ATTR`), not as tf32."""
+    if not tf32:
+        module.attributes[FP32_DOT_ATTR] = StringAttr("ieee")
     return TritonProgram(module, device, cuda_graph, memory_limit)

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Run here, before a session with the H200: downloads into wheels/ (git-ignored)
+# what that machine lacks for smelt (xdsl and its dependencies, for its Python
+# 3.12; it has torch, triton, onnx, onnxruntime, numpy and llvmlite) so that the
+# device call can carry the folder: run(carry=["wheels"], command="bash
+# benchmarks/gpu_session.sh").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version=$(python -c 'import importlib.metadata as m; print(m.version("xdsl"))')
+rm -rf wheels
+python -m pip download --quiet --only-binary=:all: --python-version 3.12 \
+  --platform manylinux2014_x86_64 --implementation cp -d wheels "xdsl==$version"
+ls -l wheels
