@@ -28,14 +28,13 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
     DictionaryAttr,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     StringAttr,
     i64,
 )
 from xdsl.ir import Attribute, SSAValue
 
-from smelt.dialects.dtypes import i8
+from smelt.dialects.dtypes import i8, i16
 from smelt.dialects.graph_base import shape_of
 from smelt.dialects.graph_data import ConstantOp
 from smelt.dialects.quant_gemm import (
@@ -48,8 +47,6 @@ from smelt.dialects.quant_gemm import (
     units,
 )
 from smelt.errors import SmeltError
-
-i16 = IntegerType(16)
 from smelt.lowering.loop_context import LoweringContext
 from smelt.passes.loop_analysis import WORK_ATTR
 
@@ -119,14 +116,12 @@ def _widened(
     shape = list(x.type.get_shape())  # type: ignore[attr-defined]
     wide = ctx.alloc(MemRefType(i16, [*shape[:-1], kp]))
     kb = ctx.kernel("qgemm_widen", [x], [wide])
-    zero = kb.constant(0, i16)
     extend = arith.ExtSIOp if signed.value.data else arith.ExtUIOp
-    with kb.nest([*shape[:-1], kp]) as ivs:
-        *rows, col = ivs
-        inside = kb.cmp_index(col, "slt", k)
-        value = kb.op(extend, kb.load(kb.inputs[0], [*rows, kb.clamp(col, 0, k - 1)]),
-                      i16)  # fmt: skip
-        kb.store(kb.op(arith.SelectOp, inside, value, zero), kb.outputs[0], ivs)
+    with kb.nest([*shape[:-1], k]) as ivs:
+        kb.store(kb.op(extend, kb.load(kb.inputs[0], ivs), i16), kb.outputs[0], ivs)
+    if kp > k:  # the k pair's second half past K
+        with kb.nest(shape[:-1]) as rows:
+            kb.store(kb.constant(0, i16), kb.outputs[0], [*rows, kb.index(k)])
     return wide
 
 
