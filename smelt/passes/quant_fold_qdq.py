@@ -129,6 +129,7 @@ class FoldFloatContraction(RewritePattern):
             root, new = op, fold_matmul(op, None, None, False)
         if new is None:
             return
+        locations.inherit(new, op, root)
         rewriter.replace(root, new, [new[-1].results[0]])
 
 

@@ -264,6 +264,7 @@ class FoldAffine(RewritePattern):
         new = QGemmOp.build(
             [*gemm.operands[:5], *(c.results[0] for c in consts)], **attrs
         )
+        locations.inherit([*consts, new], gemm, op, relu_op)
         rewriter.insert([*consts, new], InsertPoint.before(last))
         rewriter.replace(last, [], [new.results[0]])
 

@@ -9,11 +9,13 @@ import re
 
 import numpy as np
 import pytest
+from xdsl.dialects.builtin import StringAttr
 from onnx import TensorProto, helper, numpy_helper
 
 import smelt
 from smelt.compiler.driver import import_graph, lower
 from smelt.compiler.pipelines import preset
+from smelt.dialects import locations
 from smelt.dialects.quant_gemm import (
     VARIANTS,
     QGemmOp,
@@ -253,6 +255,21 @@ def _epilogues(model, cpu: str) -> list[str]:
 
 EPILOGUE = {"q_add": "affine_requantize", "q_add_relu": "affine_requantize",
             "float": "dequantize"}  # fmt: skip
+
+
+@pytest.mark.parametrize("tail", list(EPILOGUE))
+def test_a_qgemm_names_the_nodes_it_replaces(tail):
+    """Each fold that makes or rewrites a qgemm (the float-output fold, the bias
+    epilogue's) keeps the ONNX nodes' names: profiles and errors map the kernel
+    back to its MatMul (built for x86-64-v3: the passes run on any host)."""
+    model, _ = qdq_linear(9, 70, 37, "u8", tail)
+    module = import_graph(model)
+    lower(module, preset("cpu", cpu="x86-64-v3"))
+    kernels = [op for op in module.ops if "quant_qgemm" in getattr(op, "sym_name",
+               StringAttr("")).data]  # fmt: skip
+    assert len(kernels) == 1
+    names = locations.names(kernels[0])
+    assert "MatMul#2" in names, names
 
 
 @pytest.mark.parametrize("cpu", list(CPUS))
