@@ -99,7 +99,10 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu", default="host",
                         help="the CPU smelt compiles for (x86-64-v3: the AVX2 int8 path)")
     parser.add_argument("--methods", nargs="+", default=["minmax", "entropy"],
-                        help="calibration methods of smelt's own files")
+                        choices=["minmax", "percentile", "entropy"],
+                        help="calibration methods of smelt's own files (put the "
+                        "models first: python benchmarks/quant.py mlp --methods "
+                        "minmax)")
     parser.add_argument("models", nargs="*", default=list(MODELS))
     args = parser.parse_args(argv)
     for line in header_lines():
