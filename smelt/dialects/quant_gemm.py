@@ -64,11 +64,30 @@ VARIANTS: dict[str, Variant] = {
                        "avx512vnni"),
     "vnni256": Variant(8, 16, 4, np.int8, 6, "llvm.x86.avx512.vpdpbusd.256",
                        "avxvnni"),
+    # u8 × s8 as vpdpbusd without VNNI: vpmaddubsw (pairs into i16, saturating)
+    # then vpmaddwd by ones; only for weights whose pairs cannot saturate
+    # (`pairs_fit`: 7-bit weights, onnxruntime's reduce_range)
+    "maddubs512": Variant(16, 32, 4, np.int8, 8, "llvm.x86.avx512.pmaddubs.w.512",
+                          "avx512bw"),
+    "maddubs256": Variant(8, 16, 4, np.int8, 6, "llvm.x86.avx2.pmadd.ub.sw", "avx2"),
     # i16 × i16, 2 k per lane (operands widened: weights at pack time)
     "pmaddwd512": Variant(16, 32, 2, np.int16, 8, "llvm.x86.avx512.pmaddw.d.512",
                           "avx512bw"),
     "pmaddwd256": Variant(8, 16, 2, np.int16, 6, "llvm.x86.avx2.pmadd.wd", "avx2"),
 }  # fmt: skip
+
+PAIR_LIMIT = 128
+"""vpmaddubsw adds two u8 · s8 products into an i16 that saturates: exact while
+255 · (|w[2t]| + |w[2t + 1]|) ≤ 32767, i.e. each k pair of a column sums to at
+most 128 in magnitude (7-bit weights, in [-64, 64], always do)."""
+
+
+def pairs_fit(w: np.ndarray) -> bool:
+    """Whether weights w [K, N] (integers) never saturate vpmaddubsw (PAIR_LIMIT)."""
+    k = w.shape[0]
+    even = np.zeros((k + k % 2, w.shape[1]), np.int64)
+    even[:k] = np.abs(w)
+    return bool((even[0::2] + even[1::2]).max(initial=0) <= PAIR_LIMIT)
 
 
 PARAMS_ATTR = "quant.qgemm"
@@ -113,7 +132,9 @@ def units(m: int, k: int, n: int, variant: str) -> Units:
 
 
 def choose_variant(has) -> str | None:
-    """The best variant for a CPU (`has(feature)`), or None (generic loops)."""
+    """The best variant for a CPU (`has(feature)`) for any s8 weights, or None
+    (generic loops); without VNNI, quant-pack-gemm takes the maddubs variant of
+    the same width for weights that fit it (`pairs_fit`)."""
     for name in ("vnni512", "vnni256", "pmaddwd512", "pmaddwd256"):
         if has(VARIANTS[name].feature):
             return name

@@ -58,7 +58,13 @@ from xdsl.transforms.dead_code_elimination import dce
 from smelt.dialects import dtypes, graph, locations
 from smelt.dialects import quant as q
 from smelt.dialects.graph_base import shape_of
-from smelt.dialects.quant_gemm import VARIANTS, QGemmOp, choose_variant, pack_weights
+from smelt.dialects.quant_gemm import (
+    VARIANTS,
+    QGemmOp,
+    choose_variant,
+    pack_weights,
+    pairs_fit,
+)
 from smelt.dialects.quant_gemm import padded as padded_shape
 from smelt.dialects.target import cpu_target
 from smelt.passes.quant_gemm_chain import Chain, const, match_chain, single
@@ -161,11 +167,17 @@ class PackGemm(RewritePattern):
         rewriter.replace(last, [], [gemm.results[0]])
 
     def _variant(self, w: np.ndarray) -> str | None:
-        if VARIANTS[self.variant].kg == 2 or (w.min() >= -128 and w.max() <= 127):
+        """The CPU's variant for these weights: VNNI for s8 weights; without it,
+        vpmaddubsw where no pair can saturate (7-bit weights), else vpmaddwd, the
+        one that takes weights outside s8 too (up to i16)."""
+        wide = VARIANTS[self.variant].lanes == 16
+        s8 = w.min(initial=0) >= -128 and w.max(initial=0) <= 127
+        if self.variant.startswith("vnni") and s8:
             return self.variant
-        wide = "pmaddwd512" if VARIANTS[self.variant].lanes == 16 else "pmaddwd256"
-        fits = w.min() >= -(2**15) and w.max() < 2**15
-        return wide if fits else None
+        if s8 and pairs_fit(w):
+            return "maddubs512" if wide else "maddubs256"
+        fits = w.min(initial=0) >= -(2**15) and w.max(initial=0) < 2**15
+        return ("pmaddwd512" if wide else "pmaddwd256") if fits else None
 
 
 def _bias_f32(value: SSAValue, n: int) -> np.ndarray | None:

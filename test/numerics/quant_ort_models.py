@@ -76,9 +76,12 @@ def input_batches(model: onnx.ModelProto, n: int, seed: int) -> list[dict]:
     return out
 
 
-def ort_quantize(model: onnx.ModelProto, calib: list[dict], act: str):
+def ort_quantize(
+    model: onnx.ModelProto, calib: list[dict], act: str, reduce_range: bool = False
+):
     """`model` through onnxruntime's quantize_static (QDQ, per channel, int8
-    weights; `act` activations: u8 = QUInt8, s8 = QInt8)."""
+    weights; `act` activations: u8 = QUInt8, s8 = QInt8; `reduce_range`: 7-bit
+    weights, what onnxruntime advises for CPUs without VNNI)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -100,7 +103,8 @@ def ort_quantize(model: onnx.ModelProto, calib: list[dict], act: str):
         onnx.save(model, src)
         quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ,
                         per_channel=True, activation_type=activation,
-                        weight_type=QuantType.QInt8)  # fmt: skip
+                        weight_type=QuantType.QInt8,
+                        reduce_range=reduce_range)  # fmt: skip
         return onnx.load(dst)
 
 

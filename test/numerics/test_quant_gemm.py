@@ -21,6 +21,7 @@ from smelt.dialects.quant_gemm import (
     QGemmOp,
     choose_variant,
     pack_weights,
+    pairs_fit,
     units,
     unpack_weights,
 )
@@ -37,21 +38,34 @@ CPUS = {
 }
 
 
+def _expected_variant(model, cpu: str) -> str | None:
+    """CPUS[cpu], but without VNNI the maddubs variant of the same width where the
+    (random) weights happen to fit it (small K)."""
+    name = CPUS[cpu]
+    w = next(numpy_helper.to_array(t) for t in model.graph.initializer
+             if t.name == "w_q")  # fmt: skip
+    if name and name.startswith("pmaddwd") and w.dtype == np.int8 and pairs_fit(w):
+        return name.replace("pmaddwd", "maddubs")
+    return name
+
+
 def _runs_here(cpu: str) -> bool:
     spec = CpuSpec.parse(cpu)
     return spec.features <= host().features
 
 
-def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0, lead=()):
+def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0, lead=(),
+               w_q=None, x_q=None):  # fmt: skip
     """x_q → DequantizeLinear → MatMul(DQ(w_q)) → Add(b) → [Relu] →
-    QuantizeLinear, and the numpy reference of what quant-fold-qdq computes for it."""
+    QuantizeLinear, and the numpy reference of what quant-fold-qdq computes for it
+    (w_q [k, n] and x_q [*lead, m, k] random unless given)."""
     rng = np.random.default_rng(seed)
     x_t = np.uint8 if act == "u8" else np.int8
     w_t = np.int8 if weight == "s8" else np.uint8
     z_x = x_t(117 if act == "u8" else -9)
     z_y = x_t(100 if act == "u8" else 5)
     lo, hi = np.iinfo(w_t).min, np.iinfo(w_t).max
-    w_q = rng.integers(lo, hi + 1, (k, n)).astype(w_t)
+    w_q = rng.integers(lo, hi + 1, (k, n)).astype(w_t) if w_q is None else w_q
     z_w = w_t(0 if weight == "s8" else 3)
     s_w = (rng.random(n if per_channel else 1) * 0.02 + 0.005).astype(np.float32)
     s_x, s_y = np.float32(0.05), np.float32(0.5 if k > 64 else 0.08)
@@ -79,8 +93,9 @@ def qdq_matmul(m, k, n, act, per_channel, relu, weight="s8", seed=0, lead=()):
         [numpy_helper.from_array(a, name) for name, a in inits.items()],
     )  # fmt: skip
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
-    x_q = rng.integers(np.iinfo(x_t).min, np.iinfo(x_t).max + 1, (*lead, m, k))
-    x_q = x_q.astype(x_t)
+    if x_q is None:
+        x_q = rng.integers(np.iinfo(x_t).min, np.iinfo(x_t).max + 1, (*lead, m, k))
+        x_q = x_q.astype(x_t)
     # the reference: integer accumulation, the f32 requantization
     s_wn = np.broadcast_to(s_w, (n,)).astype(np.float64)
     acc = (x_q.astype(np.int64) - int(z_x)) @ (w_q.astype(np.int64) - int(z_w))
@@ -127,10 +142,49 @@ def test_exact(cpu, act, shape):
     m, k, n = shape
     relu = m % 2 == 1
     model, x_q, expected = qdq_matmul(m, k, n, act, per_channel=m != 17, relu=relu)
-    assert _variants(model, cpu) == [CPUS[cpu]]
+    assert _variants(model, cpu) == [_expected_variant(model, cpu)]
     got = _run(_compile(model, cpu), x_q)
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
+
+
+def _seven_bit_pairs(k: int, n: int, seed: int = 3) -> np.ndarray:
+    """s8 weights whose k pairs reach vpmaddubsw's limit (|w0| + |w1| = 128 in
+    most columns: (64, 64), (-64, -64), (127, 1), (-128, 0), ...), random below."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-64, 65, (k, n))
+    edge = [(64, 64), (-64, -64), (127, 1), (-128, 0), (1, -127), (0, 0)]
+    for j in range(n):
+        for i in range(0, k - 1, 2):
+            if (i + j) % 3:
+                w[i : i + 2, j] = edge[(i // 2 + j) % len(edge)]
+    return w.astype(np.int8)
+
+
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "skylake-avx512"])
+@pytest.mark.parametrize("act", ["u8", "s8"])
+def test_vpmaddubsw_for_weights_whose_pairs_cannot_saturate(cpu, act):
+    """Without VNNI, 7-bit-pair weights take vpmaddubsw + vpmaddwd (maddubs*): exact
+    at the limit of its i16 pair sums, with every x at its extreme (255 · 128)."""
+    w = _seven_bit_pairs(131, 45)
+    assert pairs_fit(w)
+    assert pairs_fit(np.array([[64, -127], [-64, 1]]))
+    assert not pairs_fit(np.array([[64, 0], [-65, 0]]))
+    assert not pairs_fit(np.array([[0], [0], [-128], [1]]))
+    x_t = np.uint8 if act == "u8" else np.int8
+    rng = np.random.default_rng(4)
+    x_q = rng.choice([np.iinfo(x_t).min, np.iinfo(x_t).max], (9, 131)).astype(x_t)
+    model, x_q, expected = qdq_matmul(9, 131, 45, act, True, False, w_q=w, x_q=x_q)
+    wide = "512" if "avx512" in cpu else "256"
+    assert _variants(model, cpu) == [f"maddubs{wide}"]
+    if not _runs_here(cpu):
+        pytest.skip(f"this host cannot run {cpu}")
+    np.testing.assert_array_equal(_run(_compile(model, cpu), x_q), expected)
+
+
+def test_full_range_weights_keep_vpmaddwd_without_vnni():
+    model, x_q, expected = qdq_matmul(5, 13, 37, "u8", True, False)
+    assert _variants(model, "x86-64-v3") == ["pmaddwd256"]
 
 
 def test_u8_weights_fall_back_to_vpmaddwd():

@@ -15,6 +15,9 @@ activations are one 32-bit broadcast; one dot instruction per accumulator:
   vnni512 / vnni256   vpdpbusd: acc += Σ_{t<4} u8 a[t] · s8 b[t]  (an s8 x is read
                       with its sign bit flipped, `shift_input`; the bias holds
                       −128 · Σ_k W)
+  maddubs512 / 256    the same sum without VNNI: vpmaddubsw (two pairs into i16,
+                      exact for the weights quant-pack-gemm gives it,
+                      `quant_gemm.pairs_fit`), vpmaddwd by ones, vpaddd
   pmaddwd512 / 256    vpmaddwd on i16 pairs (x widened by a kernel before,
                       `lower_qgemm.py`, W at pack time): acc += the pair sums
 
@@ -82,7 +85,17 @@ class _Emitter:
         self.wv = ir.VectorType(I32, v.lanes)
         self.vecs = v.nr // v.lanes
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
-        if self.vnni:
+        self.saturating = "pmaddubs" in v.intrinsic or "pmadd.ub" in v.intrinsic
+        if self.saturating:  # u8 · s8 pairs into i16, then pairs of those into i32
+            bytes_t = ir.VectorType(I8, 4 * v.lanes)
+            halves = ir.VectorType(I16, 2 * v.lanes)
+            self.pairs = _declare(self.module, v.intrinsic, halves, [bytes_t, bytes_t])
+            widen = ("llvm.x86.avx512.pmaddw.d.512" if v.lanes == 16
+                     else "llvm.x86.avx2.pmadd.wd")  # fmt: skip
+            self.dot = _declare(self.module, widen, self.wv, [halves, halves])
+            self.ones = ir.Constant(halves, [1] * (2 * v.lanes))
+            self.b_type = bytes_t
+        elif self.vnni:
             bytes_t = ir.VectorType(I8, 4 * v.lanes)
             operands = [self.wv, bytes_t, bytes_t]
             self.dot = _declare(self.module, v.intrinsic, self.wv, operands)
@@ -230,7 +243,10 @@ class _Emitter:
                 a = self.activations(row_ptrs[r], b.mul(g, _i64(v.kg)), width)
                 for h in range(self.vecs):
                     acc = accs[r * self.vecs + h]
-                    if self.vnni:
+                    if self.saturating:
+                        pairs = b.call(self.pairs, [a, bvecs[h]])
+                        out.append(b.add(acc, b.call(self.dot, [pairs, self.ones])))
+                    elif self.vnni:
                         out.append(b.call(self.dot, [acc, a, bvecs[h]]))
                     else:
                         out.append(b.add(acc, b.call(self.dot, [a, bvecs[h]])))

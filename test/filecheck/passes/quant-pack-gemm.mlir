@@ -5,16 +5,19 @@
 // RUN: smelt-opt %s -p 'target-attach-cpu{cpu="znver4"},quant-fold-qdq,graph-convert-layout{layout=nhwc},graph-simplify,quant-pack-gemm' | filecheck %s --check-prefix=CONV
 
 // quant-fold-qdq's i32 matmul + requantize + relu chain becomes one quant.qgemm.
-// On AVX2 without dot instructions it takes vpmaddwd (weights widened to i16
-// pairs, N padded to 16, the s8 input read as it is); on AVX-512 with vnni it takes
-// vpdpbusd (4 s8 weights per lane, N padded to 32, the s8 input shifted to u8 and
-// the shift's correction in the bias). Without AVX2 or a target the chain stays.
+// On AVX-512 with vnni it takes vpdpbusd (4 s8 weights per lane, N padded to 32,
+// the s8 input shifted to u8 and the shift's correction, -128 * sum_k w, in the
+// bias). On AVX2 without dot instructions, weights whose k pairs cannot saturate
+// vpmaddubsw's i16 sums (|w0| + |w1| <= 128, as here) take it (the same packing
+// and shift, N padded to 16); others take vpmaddwd (weights widened to i16 pairs,
+// the s8 input read as it is: @matmul_full_range). Without AVX2 or a target the
+// chain stays.
 // AVX2-LABEL: func.func @matmul_relu
-// AVX2: %[[W:.*]] = graph.constant {{.*}} : tensor<1x2x16x2xi16>
-// AVX2: %[[B:.*]] = graph.constant dense<[4, -18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]> : tensor<16xi32>
+// AVX2: %[[W:.*]] = graph.constant {{.*}} : tensor<1x1x16x4xi8>
+// AVX2: %[[B:.*]] = graph.constant dense<[132, -1042, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]> : tensor<16xi32>
 // AVX2: %[[M:.*]] = graph.constant {{.*}} : tensor<16xf32>
 // AVX2: %[[Z:.*]] = graph.constant dense<5> : tensor<i8>
-// AVX2: quant.qgemm %arg0, %[[W]], %[[B]], %[[M]], %[[Z]] {variant = "pmaddwd256", k = 3 : i64, n = 2 : i64, relu = 1 : i64, shift_input = 0 : i64}
+// AVX2: quant.qgemm %arg0, %[[W]], %[[B]], %[[M]], %[[Z]] {variant = "maddubs256", k = 3 : i64, n = 2 : i64, relu = 1 : i64, shift_input = 1 : i64}
 // AVX2-SAME: -> tensor<2x2xi8>
 // AVX2-NOT: graph.matmul
 // VNNI-LABEL: func.func @matmul_relu
@@ -38,6 +41,27 @@ func.func @matmul_relu(%arg0: tensor<2x3xi8>) -> tensor<2x2xi8> {
   %ys = graph.constant dense<2.0> : tensor<f32>
   %yz = graph.constant dense<5> : tensor<i8>
   %y = quant.quantize %r, %ys, %yz : (tensor<2x2xf32>, tensor<f32>, tensor<i8>) -> tensor<2x2xi8>
+  func.return %y : tensor<2x2xi8>
+}
+
+// AVX2-LABEL: func.func @matmul_full_range
+// AVX2: %[[W:.*]] = graph.constant {{.*}} : tensor<1x2x16x2xi16>
+// AVX2: %[[B:.*]] = graph.constant dense<0> : tensor<16xi32>
+// AVX2: quant.qgemm %arg0, %[[W]], %[[B]], {{.*}} {variant = "pmaddwd256", k = 3 : i64, n = 2 : i64, relu = 0 : i64, shift_input = 0 : i64}
+// VNNI-LABEL: func.func @matmul_full_range
+// VNNI: quant.qgemm {{.*}} {variant = "vnni512"
+func.func @matmul_full_range(%arg0: tensor<2x3xi8>) -> tensor<2x2xi8> {
+  %xs = graph.constant dense<0.5> : tensor<f32>
+  %xz = graph.constant dense<0> : tensor<i8>
+  %x = quant.dequantize %arg0, %xs, %xz : (tensor<2x3xi8>, tensor<f32>, tensor<i8>) -> tensor<2x3xf32>
+  %wq = graph.constant dense<[[127, -128], [100, 3], [-5, 6]]> : tensor<3x2xi8>
+  %ws = graph.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %wz = graph.constant dense<0> : tensor<2xi8>
+  %w = quant.dequantize %wq, %ws, %wz : (tensor<3x2xi8>, tensor<2xf32>, tensor<2xi8>) -> tensor<3x2xf32>
+  %m = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  %ys = graph.constant dense<2.0> : tensor<f32>
+  %yz = graph.constant dense<0> : tensor<i8>
+  %y = quant.quantize %m, %ys, %yz : (tensor<2x2xf32>, tensor<f32>, tensor<i8>) -> tensor<2x2xi8>
   func.return %y : tensor<2x2xi8>
 }
 
