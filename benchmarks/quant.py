@@ -56,7 +56,9 @@ def samples(model: onnx.ModelProto, n: int, seed: int = 0) -> list[dict]:
     return out
 
 
-def ort_quantized(src: str, dst: str, calib: list[dict]) -> None:
+def ort_quantized(
+    src: str, dst: str, calib: list[dict], reduce_range: bool = False
+) -> None:
     """onnxruntime's quantize_static of `src` (QDQ, per channel, u8 activations),
     old-opset models (the light_* ones: opset 9, weights listed as graph inputs)
     brought to opset 13 with constant weights first."""
@@ -65,24 +67,30 @@ def ort_quantized(src: str, dst: str, calib: list[dict]) -> None:
     from smelt.quantize import upgrade_for_quantization
 
     model = upgrade_for_quantization(onnx.load(src))
-    onnx.save(ort_quantize(model, calib, "u8"), dst)
+    onnx.save(ort_quantize(model, calib, "u8", reduce_range), dst)
 
 
-def smelt_quantized(src: str, dst: str, calib: list[dict], method: str) -> None:
+def smelt_quantized(
+    src: str, dst: str, calib: list[dict], method: str, reduce_range: bool = False
+) -> None:
     import smelt
 
     data = os.path.join(os.path.dirname(dst), "calib.npz")
     np.savez(data, **{k: np.stack([c[k] for c in calib]) for k in calib[0]})
-    smelt.quantize(src, calibration=data, output=dst, method=method)
+    smelt.quantize(src, calibration=data, output=dst, method=method,
+                   reduce_range=reduce_range)
 
 
-def writers(methods: list[str]) -> list[tuple[str, Callable]]:
+def writers(methods: list[str], reduce_range: bool) -> list[tuple[str, Callable]]:
     """(label, write(src, dst, calib)) per quantized file: onnxruntime's, then
     smelt's for each calibration method (`smelt-qdq` is minmax)."""
-    out: list[tuple[str, Callable]] = [("ort-qdq", ort_quantized)]
+    ort = functools.partial(ort_quantized, reduce_range=reduce_range)
+    out: list[tuple[str, Callable]] = [("ort-qdq", ort)]
     for method in methods:
         label = "smelt-qdq" if method == "minmax" else f"smelt-{method}"
-        out.append((label, functools.partial(smelt_quantized, method=method)))
+        write = functools.partial(smelt_quantized, method=method,
+                                  reduce_range=reduce_range)  # fmt: skip
+        out.append((label, write))
     return out
 
 
@@ -103,12 +111,16 @@ def main(argv=None) -> int:
                         help="calibration methods of smelt's own files (put the "
                         "models first: python benchmarks/quant.py mlp --methods "
                         "minmax)")
+    parser.add_argument("--reduce-range", action="store_true",
+                        help="every file with 7-bit weights (what CPUs without "
+                        "VNNI multiply fastest: vpmaddubsw)")
     parser.add_argument("models", nargs="*", default=list(MODELS))
     args = parser.parse_args(argv)
     for line in header_lines():
         print(line)
     print(f"median of {args.repeat} runs, {args.calibration} calibration samples, "
-          f"smelt compiles for cpu {args.cpu}\n")
+          f"smelt compiles for cpu {args.cpu}"
+          + (", 7-bit weights (reduce_range)" if args.reduce_range else "") + "\n")
     print("| model | file | threads | ort int8 ms | smelt int8 ms | smelt / ort "
           "| smelt fp32 ms | smelt int8 / fp32 | cos(smelt int8, fp32) "
           "| cos(ort int8, fp32) | max abs(smelt - ort int8) | weights fp32 / int8 |")
@@ -122,7 +134,7 @@ def main(argv=None) -> int:
             calib = samples(fp32, args.calibration)
             feeds = samples(fp32, 1, seed=99)[0]
             files = {}
-            for label, write in writers(args.methods):
+            for label, write in writers(args.methods, args.reduce_range):
                 path = os.path.join(d, f"{name}.{label}.onnx")
                 try:
                     write(src, path, calib)

@@ -28,6 +28,11 @@ class Options:
     activations: str = "u8"
     op_types: tuple[str, ...] = DEFAULT_OP_TYPES
     exclude: frozenset[str] = frozenset()
+    reduce_range: bool = False  # 7-bit weights (REDUCED_QMAX)
+
+    @property
+    def weight_qmax(self) -> int:
+        return REDUCED_QMAX if self.reduce_range else WEIGHT_QMAX
 
     @property
     def symmetric(self) -> bool:
@@ -157,19 +162,28 @@ def activation_params(lo: float, hi: float, symmetric: bool) -> tuple[float, int
     return scale, int(np.clip(round(-lo / scale), 0, 255))
 
 
-def weight_params(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 weights: scale = max|w| / 127 per channel (or per tensor)."""
+WEIGHT_QMAX = 127
+REDUCED_QMAX = 64
+"""7-bit weights (`reduce_range`, as onnxruntime's): any two of them sum to at most
+128 in magnitude, so a CPU without VNNI multiplies them with vpmaddubsw exactly
+(`dialects/quant_gemm.pairs_fit`)."""
+
+
+def weight_params(
+    w: np.ndarray, axis: int | None, qmax: int = WEIGHT_QMAX
+) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 weights: scale = max|w| / qmax per channel (or per tensor)."""
     if axis is None:
         absmax = np.max(np.abs(w)) if w.size else 0.0
-        scale = np.float32(absmax / 127.0 if absmax > 0 else 1.0)
-        q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+        scale = np.float32(absmax / qmax if absmax > 0 else 1.0)
+        q = np.clip(np.round(w / scale), -qmax, qmax).astype(np.int8)
         return q, np.asarray(scale, np.float32)
     other = tuple(d for d in range(w.ndim) if d != axis)
     absmax = np.max(np.abs(w), axis=other) if w.size else np.zeros(w.shape[axis])
-    scale = np.where(absmax > 0, absmax / 127.0, 1.0).astype(np.float32)
+    scale = np.where(absmax > 0, absmax / qmax, 1.0).astype(np.float32)
     shape = [1] * w.ndim
     shape[axis] = -1
-    q = np.clip(np.round(w / scale.reshape(shape)), -127, 127).astype(np.int8)
+    q = np.clip(np.round(w / scale.reshape(shape)), -qmax, qmax).astype(np.int8)
     return q, scale
 
 
@@ -228,10 +242,12 @@ def write_qdq(
     ranges: dict[str, tuple[float, float]],
     symmetric: bool,
     keep_float: frozenset[str] = frozenset(),
+    weight_qmax: int = WEIGHT_QMAX,
 ) -> tuple[onnx.ModelProto, dict[str, str]]:
     """A copy of the prepared `model` with `nodes` quantized: activations (inputs
     and outputs) through Q → DQ with the calibrated ranges, weights int8 per
-    channel, Conv / Gemm biases int32 with scale s_x · s_w (as onnxruntime does).
+    channel in [-weight_qmax, weight_qmax], Conv / Gemm biases int32 with scale
+    s_x · s_w (as onnxruntime does).
     Other consumers of a quantized activation read its DQ output too, as in
     onnxruntime's QDQ models, except the nodes named in `keep_float` (excluded
     layers stay f32 through and through). Returns the model and, per quantized
@@ -272,7 +288,7 @@ def write_qdq(
                     axis = weight_axis(node, i, arr.ndim)
                     key = (t, axis)
                     if key not in w.weights:
-                        q, scale = weight_params(arr, axis)
+                        q, scale = weight_params(arr, axis, weight_qmax)
                         dq, name = w.dq_const(t, q, scale, axis)
                         out_nodes.append(dq)
                         w.weights[key] = name

@@ -139,6 +139,28 @@ def test_matmul_weights_per_output_column():
     assert dq[0].attribute[0].i == 1
 
 
+def test_reduce_range_writes_7_bit_weights_that_avx2_multiplies_with_vpmaddubsw():
+    """reduce_range: weights in [-64, 64] (scale max|w| / 64), still accurate; on
+    a CPU without VNNI (x86-64-v3) quant-pack-gemm then takes vpmaddubsw."""
+    from smelt.compiler.driver import import_graph, lower
+    from smelt.compiler.pipelines import preset
+    from smelt.dialects.quant_gemm import QGemmOp
+
+    model = mlp()
+    data = calib("x", (4, 32), n=32)
+    result = smelt.quantize(model, data, reduce_range=True, report=True)
+    arrays, w1 = inits(result.model), inits(model)["w1"]
+    np.testing.assert_allclose(arrays["w1_scale"], np.abs(w1).max(axis=0) / 64,
+                               rtol=1e-6)  # fmt: skip
+    assert np.abs(arrays["w1_quantized"]).max() == 64
+    assert result.accuracy.cosine >= 0.99
+    module = import_graph(result.model)
+    passes = preset("cpu", cpu="x86-64-v3").split(",")
+    lower(module, ",".join(passes[: passes.index("quant-pack-gemm") + 1]))
+    variants = {op.attr("variant") for op in module.walk() if isinstance(op, QGemmOp)}
+    assert variants == {"maddubs256"}
+
+
 def test_mlp_cosine_and_report():
     model = mlp()
     data = calib("x", (4, 32), n=32)
