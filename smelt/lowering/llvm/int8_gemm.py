@@ -85,14 +85,13 @@ class _Emitter:
         self.wv = ir.VectorType(I32, v.lanes)
         self.vecs = v.nr // v.lanes
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self.saturating = "pmaddubs" in v.intrinsic or "pmadd.ub" in v.intrinsic
+        self.saturating = str(params["variant"]).startswith("maddubs")
         if self.saturating:  # u8 · s8 pairs into i16, then pairs of those into i32
             bytes_t = ir.VectorType(I8, 4 * v.lanes)
             halves = ir.VectorType(I16, 2 * v.lanes)
             self.pairs = _declare(self.module, v.intrinsic, halves, [bytes_t, bytes_t])
-            widen = ("llvm.x86.avx512.pmaddw.d.512" if v.lanes == 16
-                     else "llvm.x86.avx2.pmadd.wd")  # fmt: skip
-            self.dot = _declare(self.module, widen, self.wv, [halves, halves])
+            wide = VARIANTS["pmaddwd512" if v.lanes == 16 else "pmaddwd256"]
+            self.dot = _declare(self.module, wide.intrinsic, self.wv, [halves, halves])
             self.ones = ir.Constant(halves, [1] * (2 * v.lanes))
             self.b_type = bytes_t
         elif self.vnni:

@@ -1,7 +1,7 @@
 """Contractions as Triton dot tiles: program ids -> (batch, M tile, N tile) with
 grouped ordering for L2 reuse, a K loop feeding `tl.dot` (f16/bf16 operands as
-loaded, f32 as tf32 unless the module says ieee (`FP32_DOT_ATTR`), i8 into i32), then the initial value and the epilogue on the
-finished tile."""
+loaded, f32 as tf32 unless the module says ieee (`FP32_DOT_ATTR`), i8 into i32),
+then the initial value and the epilogue on the finished tile."""
 
 from __future__ import annotations
 
