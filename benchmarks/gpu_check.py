@@ -3,7 +3,7 @@
 logits before the softmax exposed), the MLP and the BERT-base encoder layer, and any
 .onnx files given (e.g. the zoo, exported beforehand by `test/zoo/zoo.py`).
 
-    python benchmarks/gpu_check.py                  # on cuda, f32 products
+    python benchmarks/gpu_check.py --jobs 8         # on cuda, f32 products
     python benchmarks/gpu_check.py --tf32           # as the benchmark runs them
     TRITON_INTERPRET=1 python benchmarks/gpu_check.py --device cpu mlp_small
 
@@ -78,6 +78,22 @@ def check(name: str, model: onnx.ModelProto, device: str, tf32: bool) -> tuple:
     return worst, seconds, len(compiled.program.launches)
 
 
+def check_one(name: str, device: str, tf32: bool, tolerance: float) -> tuple:
+    """(passed, the report line) of one model, by name or .onnx path; never raises
+    (a worker of the process pool runs it too)."""
+    try:
+        known = named_models()
+        model = onnx.load(name) if name.endswith(".onnx") else known[name]()
+        err, seconds, launches = check(name, model, device, tf32)
+        ok = err <= tolerance
+        line = (f"  {'ok  ' if ok else 'FAIL'} {name:<24} error {err:.2e}  compile "
+                f"{seconds:5.1f} s  {launches} launches")  # fmt: skip
+        return ok, line
+    except Exception as e:  # noqa: BLE001 (reported, then the next model)
+        trace = traceback.format_exc(limit=3)
+        return False, f"  FAIL {name:<24} {type(e).__name__}: {str(e)[:300]}\n{trace}"
+
+
 def main(argv=None) -> int:
     known = named_models()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -88,11 +104,15 @@ def main(argv=None) -> int:
     parser.add_argument("--tf32", action="store_true",
                         help="tf32 products (the benchmark's setting)")
     parser.add_argument("--budget", type=float, default=0, metavar="SECONDS",
-                        help="start no model after this long (0: no limit); the "
-                        "ones left are listed as not checked")
+                        help="stop after this long (0: no limit); the models not "
+                        "checked by then are listed")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="models checked at once, each in a process of its own "
+                        "(Triton compiles on the CPU: the H200 machine has 16 cores)")
     args = parser.parse_args(argv)
     first = ["light_resnet50", "encoder", "mlp", "mlp_gelu"]  # the timed ones
     names = args.models or first + [n for n in known if n not in (*first, "mlp_small")]
+    names = list(dict.fromkeys(names))
     tolerance = 2e-2 if args.tf32 else 1e-4
     if args.device == "cuda":
         import torch
@@ -103,29 +123,47 @@ def main(argv=None) -> int:
             return 2
         print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}")
     print(f"f32 products: {'tf32' if args.tf32 else 'ieee'}; tolerance {tolerance:g} "
-          "(max |smelt - onnxruntime| / max |onnxruntime|)")
-    failed, skipped, t0 = [], [], time.perf_counter()
-    for name in names:
-        if args.budget and time.perf_counter() - t0 > args.budget:
-            skipped.append(name)
-            continue
-        try:
-            model = onnx.load(name) if name.endswith(".onnx") else known[name]()
-            err, seconds, launches = check(name, model, args.device, args.tf32)
-            ok = err <= tolerance
-            print(f"  {'ok  ' if ok else 'FAIL'} {name:<24} error {err:.2e}  compile "
-                  f"{seconds:5.1f} s  {launches} launches", flush=True)
-            if not ok:
-                failed.append(name)
-        except Exception as e:  # noqa: BLE001 (reported, then the next model)
-            print(f"  FAIL {name:<24} {type(e).__name__}: {str(e)[:300]}", flush=True)
-            traceback.print_exc(limit=3)
-            failed.append(name)
-    checked = len(names) - len(skipped)
-    print(f"{checked - len(failed)} of {checked} models match"
+          "(max |smelt - onnxruntime| / max |onnxruntime|)", flush=True)
+    results = run_all(names, args, tolerance)
+    failed = [n for n, (ok, _) in results.items() if not ok]
+    skipped = [n for n in names if n not in results]
+    print(f"{len(results) - len(failed)} of {len(results)} models match"
           + (f"; failed: {', '.join(failed)}" if failed else "")
-          + (f"; not checked (budget): {', '.join(skipped)}" if skipped else ""))
+          + (f"; not checked (budget): {', '.join(skipped)}" if skipped else ""),
+          flush=True)  # fmt: skip
     return 1 if failed else 0
+
+
+def run_all(names: list[str], args, tolerance: float) -> dict[str, tuple]:
+    """name -> (passed, line) for the models checked within the budget, each line
+    printed as its model finishes."""
+    t0, results = time.perf_counter(), {}
+    if args.jobs <= 1:
+        for name in names:
+            if args.budget and time.perf_counter() - t0 > args.budget:
+                break
+            results[name] = check_one(name, args.device, args.tf32, tolerance)
+            print(results[name][1], flush=True)
+        return results
+    import concurrent.futures as cf
+    import multiprocessing
+
+    pool = cf.ProcessPoolExecutor(args.jobs, multiprocessing.get_context("spawn"))
+    futures = {pool.submit(check_one, n, args.device, args.tf32, tolerance): n
+               for n in names}  # fmt: skip
+    try:
+        for done in cf.as_completed(futures, timeout=args.budget or None):
+            results[futures[done]] = done.result()
+            print(results[futures[done]][1], flush=True)
+    except cf.TimeoutError:
+        # the budget is spent: stop the workers still compiling (left running,
+        # they would hold the output pipe, and the device, until they finished)
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
+        return results
+    pool.shutdown()
+    return results
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ torch.__version__, 'triton', triton.__version__, 'onnxruntime', onnxruntime.__ve
 } 2>&1 | tee "$out/env.txt"
 status=0
 # budgets: the device call may run 600 s (gpu.py checks its own cases with tf32)
-timeout 250 python3 benchmarks/gpu_check.py --budget 200 2>&1 | tee "$out/check.txt"
+timeout 250 python3 benchmarks/gpu_check.py --budget 200 --jobs 8 2>&1 | tee "$out/check.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 timeout 300 python3 benchmarks/gpu.py 2>&1 | tee "$out/gpu.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
