@@ -8,12 +8,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/smelt-gpu}
 mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+site=$(mktemp -d)  # xdsl goes here, not into that machine's Python (PEP 668)
+export PYTHONPATH=$PWD:$site${PYTHONPATH:+:$PYTHONPATH}
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   python3 --version
-  python3 -m pip install --quiet --no-index --find-links wheels xdsl
+  python3 -m pip install --quiet --no-index --find-links wheels --target "$site" xdsl
   python3 -c "import torch, triton, onnxruntime, xdsl, smelt; print('torch', \
 torch.__version__, 'triton', triton.__version__, 'onnxruntime', onnxruntime.__version__)"
 } 2>&1 | tee "$out/env.txt"
