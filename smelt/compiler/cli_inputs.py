@@ -1,0 +1,132 @@
+"""What the `smelt` commands read: a model by path or light_* name, `--input-shape`
+and `--constant` items, input arrays (an .npz, or random ones for a compiled model)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from smelt.errors import SmeltError
+
+DEFAULT_MODEL = "light_resnet50"
+
+
+def resolve_model(name: str) -> str:
+    """A path, or the name of a `light_*` model shipped in the onnx package."""
+    if os.path.exists(name):
+        return name
+    import onnx
+
+    light = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light")
+    candidate = os.path.join(light, name if name.endswith(".onnx") else name + ".onnx")
+    if os.path.exists(candidate):
+        return candidate
+    raise SmeltError(f"no model file '{name}' (and no light model of that name in {light})")
+
+
+def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = tuple(int(d) for d in dims.split("x"))
+        except ValueError:
+            raise SmeltError(
+                f"bad --input-shape '{item}': write NAME=DxDx…, e.g. input=1x3x224x224"
+            ) from None
+    return shapes
+
+
+def parse_constants(items: Sequence[str]) -> dict[str, np.ndarray]:
+    """`--constant NAME=VALUE` items: a number, true / false, or a comma-separated
+    list of them (the model input's element type is applied at import)."""
+    constants = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            if not sep or not name or not text.strip():
+                raise ValueError
+            words = text.strip().strip("[]").split(",")
+            values = [_number(w.strip()) for w in words]
+        except ValueError:
+            raise SmeltError(
+                f"bad --constant '{item}': write NAME=VALUE or NAME=V1,V2,…, e.g. "
+                "sr=16000"
+            ) from None
+        scalar = "," not in text and "[" not in text
+        constants[name] = np.asarray(values[0] if scalar else values)
+    return constants
+
+
+def _number(word: str) -> int | float | bool:
+    if word.lower() in ("true", "false"):
+        return word.lower() == "true"
+    try:
+        return int(word)
+    except ValueError:
+        return float(word)
+
+
+def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for spec in model.inputs:
+        if spec.dtype.kind == "f":
+            feeds[spec.name] = rng.standard_normal(spec.shape).astype(spec.dtype)
+        elif spec.dtype.kind == "b":
+            feeds[spec.name] = rng.integers(0, 2, spec.shape).astype(np.bool_)
+        else:
+            feeds[spec.name] = rng.integers(0, 10, spec.shape).astype(spec.dtype)
+    return feeds
+
+
+def load_inputs(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file by name."""
+    import zipfile
+
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise SmeltError(
+                f"'{path}' holds one unnamed array: save the inputs by name with "
+                "np.savez(path, input_name=array, ...)"
+            )
+        with data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise SmeltError(
+            f"cannot read inputs from '{path}' ({type(e).__name__}: {e}); "
+            "is it an .npz file written by np.savez?"
+        ) from None
+
+
+def dynamic_inputs(path: str) -> list[str]:
+    """The graph inputs of the model at `path` with a dim the model leaves open
+    (their shape then comes from the --inputs arrays)."""
+    import onnx
+
+    try:
+        graph = onnx.load(path, load_external_data=False).graph
+    except Exception:  # the compile that follows reports a bad file properly
+        return []
+    return [
+        i.name for i in graph.input
+        if any(not d.HasField("dim_value") for d in i.type.tensor_type.shape.dim)
+    ]  # fmt: skip
+
+
+def _graph_inputs(source: str | bytes) -> list:
+    return list(onnx_load(source, external_data=False).graph.input)
+
+
+def onnx_load(source: str | bytes, external_data: bool = True):
+    """The ModelProto of a path or of serialized bytes."""
+    import onnx
+
+    if isinstance(source, bytes):
+        return onnx.load_model_from_string(source)
+    return onnx.load(source, load_external_data=external_data)
