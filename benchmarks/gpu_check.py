@@ -58,7 +58,7 @@ def feeds_for(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
-def check(name: str, model: onnx.ModelProto, device: str, tf32: bool) -> tuple:
+def check(model: onnx.ModelProto, device: str, tf32: bool) -> tuple:
     """(worst error, seconds to compile, launches) of one model; raises on failure."""
     feeds = feeds_for(model)
     t0 = time.perf_counter()
@@ -84,7 +84,7 @@ def check_one(name: str, device: str, tf32: bool, tolerance: float) -> tuple:
     try:
         known = named_models()
         model = onnx.load(name) if name.endswith(".onnx") else known[name]()
-        err, seconds, launches = check(name, model, device, tf32)
+        err, seconds, launches = check(model, device, tf32)
         ok = err <= tolerance
         line = (f"  {'ok  ' if ok else 'FAIL'} {name:<24} error {err:.2e}  compile "
                 f"{seconds:5.1f} s  {launches} launches")  # fmt: skip

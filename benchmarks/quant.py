@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numeri
 from cpu import compare_ms, compile_cpu, ort_session  # noqa: E402
 from hostinfo import header_lines  # noqa: E402
 
+from smelt.quantize.calibration import METHODS  # noqa: E402
 from smelt.quantize.qdq import weight_bytes  # noqa: E402
 
 import models  # noqa: E402
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu", default="host",
                         help="the CPU smelt compiles for (x86-64-v3: the AVX2 int8 path)")
     parser.add_argument("--methods", nargs="+", default=["minmax", "entropy"],
-                        choices=["minmax", "percentile", "entropy"],
+                        choices=METHODS,
                         help="calibration methods of smelt's own files (put the "
                         "models first: python benchmarks/quant.py mlp --methods "
                         "minmax)")
