@@ -32,7 +32,7 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from smelt.dialects import dtypes
+from smelt.dialects import dtypes, weights
 from smelt.dialects.graph_base import *
 
 # --- data movement -------------------------------------------------------------------
@@ -286,37 +286,20 @@ class ConstantOp(GraphOp):
         return cls.create(result_types=[value.type], attributes={"value": value})
 
 
-def _bytes_of(array: np.ndarray) -> bytes:
-    """The bytes of contiguous `array`: its own buffer when it views a whole bytes
-    object (weights from ONNX or from another constant), else a copy."""
-    base = array
-    while isinstance(base, np.ndarray):
-        base = base.base
-    if (
-        isinstance(base, bytes)
-        and len(base) == array.nbytes
-        and array.flags.c_contiguous
-        and np.frombuffer(base, np.uint8).ctypes.data == array.ctypes.data
-    ):
-        return base
-    return array.tobytes()
-
-
 def array_to_dense(array: np.ndarray) -> DenseIntOrFPElementsAttr:
-    """`array` as a dense attribute (its bytes: shared with `array` when it views
-    a whole bytes object, else copied); what a loop.constant takes, with no
-    graph.constant made for it (an unused op lives on in reference cycles)."""
-    # (np.ascontiguousarray would make a 0-d array 1-d)
-    array = np.require(array, requirements="C")
+    """`array` as a dense attribute (its bytes: `weights.storage_of`, shared with
+    `array` when it views the whole of a constant's bytes, else copied); what a
+    loop.constant takes, with no graph.constant made for it (an unused op lives
+    on in reference cycles)."""
     t = tensor(dtypes.from_numpy(array.dtype), array.shape)
     storage = array.astype(np.uint8) if array.dtype == np.bool_ else array
-    return DenseIntOrFPElementsAttr(t, BytesAttr(_bytes_of(storage)))
+    return DenseIntOrFPElementsAttr(t, BytesAttr(weights.storage_of(storage)))
 
 
 def dense_to_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The dense attribute's bytes as a numpy array (no per-element Python objects)."""
     dtype = dtypes.to_numpy(attr.get_element_type())
-    raw = attr.data.data
+    raw = attr.data.data  # bytes, or a WeightBytes (`weights`)
     storage = np.uint8 if dtype == np.bool_ else dtype
     array = np.frombuffer(raw, dtype=storage).reshape(attr.get_shape())
     return array.astype(np.bool_) if dtype == np.bool_ else array

@@ -261,7 +261,7 @@ class ConstantOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         from smelt.dialects.graph_base import elides
 
-        if "smelt.released" in self.attributes:  # its bytes went to a weight blob
+        if "smelt.released" in self.attributes:  # its bytes went to the program
             printer.print_string(" dense_resource<__released__>")
         elif elides(printer, len(self.value)):
             printer.print_string(" dense_resource<__elided__>")

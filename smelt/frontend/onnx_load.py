@@ -14,6 +14,7 @@ from google.protobuf.message import Error as ProtobufError
 from onnx import external_data_helper, numpy_helper
 from onnx.checker import ValidationError
 
+from smelt.dialects.weights import ALIGNED_BYTES, WeightBytes, held
 from smelt.errors import ResourceLimit, SmeltError
 from smelt.targets.memory import describe_limit, gib, resolve_limit
 
@@ -212,7 +213,7 @@ def tensor_array(
     if external_data_helper.uses_external_data(tensor):
         return _read_external(tensor, what, data_dir)
     try:
-        return numpy_helper.to_array(tensor)
+        return held(numpy_helper.to_array(tensor))
     except (ValueError, TypeError, KeyError) as e:
         dims = "x".join(map(str, tensor.dims)) or "a scalar"
         raise SmeltError(
@@ -223,8 +224,9 @@ def tensor_array(
 
 
 def _read_external(tensor: onnx.TensorProto, what: str, data_dir: str | None):
-    """An external tensor read from its file into one bytes object, which the
-    array views (and the graph's constant then keeps: no second copy)."""
+    """An external tensor read from its file into one buffer (bytes, or aligned
+    `WeightBytes` when big), which the array views (and the graph's constant
+    then keeps: no second copy)."""
     if data_dir is None:
         raise SmeltError(f"{what}: its data is external and no folder holds it")
     info = external_data_helper.ExternalDataInfo(tensor)
@@ -246,17 +248,20 @@ def _read_external(tensor: onnx.TensorProto, what: str, data_dir: str | None):
             f"{'x'.join(map(str, tensor.dims)) or 'a scalar'} "
             f"{onnx.TensorProto.DataType.Name(tensor.data_type)} needs {nbytes}"
         )
+    # big tensors go straight into aligned memory the program will read in place
+    data = WeightBytes.empty(nbytes) if nbytes >= ALIGNED_BYTES else bytearray(nbytes)
     try:
         with open(os.path.join(data_dir, info.location), "rb") as f:
             f.seek(info.offset or 0)
-            data = f.read(nbytes)
+            got = f.readinto(data)
     except OSError as e:
         raise SmeltError(f"{what}: its external data cannot be read ({e})") from None
-    if len(data) != nbytes:
+    if got != nbytes:
         raise SmeltError(
-            f"{what}: its external file '{info.location}' ends {nbytes - len(data)} "
+            f"{what}: its external file '{info.location}' ends {nbytes - got} "
             "bytes early; is it truncated?"
         )
+    data = data.freeze() if isinstance(data, WeightBytes) else bytes(data)
     array = np.frombuffer(data, dtype).reshape(tuple(tensor.dims))
     return array.byteswap() if sys.byteorder == "big" else array
 

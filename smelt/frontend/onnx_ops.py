@@ -17,6 +17,7 @@ import numpy as np
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
+from smelt.dialects.weights import ALIGNED_BYTES, held
 from smelt.errors import SmeltError
 from smelt.registry import Table
 from smelt.frontend.onnx import (
@@ -340,7 +341,9 @@ def _constant_of_shape(ctx: NodeContext) -> list[Value]:
     if fill is None:
         fill = np.zeros(1, np.float32)
     ctx.check_size(shape, fill.dtype)
-    # Repeating the bytes of one element is the fastest way to a big filled
+    if math.prod(shape) * fill.itemsize >= ALIGNED_BYTES:  # filled where it stays
+        return [Const(held(np.broadcast_to(fill[0], shape)))]
+    # Repeating the bytes of one element is the fastest way to a small filled
     # buffer, and graph.constant then keeps those very bytes.
     data = fill[:1].tobytes() * math.prod(shape)
     return [Const(np.frombuffer(data, fill.dtype).reshape(shape))]

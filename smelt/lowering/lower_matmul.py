@@ -20,6 +20,8 @@ from smelt.lowering.loop_builder import (
 )
 from smelt.lowering.loop_nests import broadcast_index
 from smelt.lowering.scalar_ops import Arith, memref_type
+from smelt.targets import cpu as schedules
+from smelt.targets.cpu_spec import of_module
 
 # (batch ivs, row or column iv, contraction iv) -> buffer indices
 OperandIndex = Callable[[list[Index], Index, Index], list[Index]]
@@ -38,13 +40,14 @@ class Contraction:
     rhs: OperandIndex  # (batch, n, k)
     out: OperandIndex  # (batch, m, n)
     rhs_contiguous_in_k: bool  # rhs[.., k] is unit stride: use the dot-product form
+    streamed: bool = False  # the dot form on a weight too big to pack (`_streamed`)
 
 
 def emit_contraction(
     io: KernelIO, a: Arith, c: Contraction, finish: Epilogue | None = None
 ) -> None:
-    """Dot form (scalar iter_arg over k innermost) when n is 1, the type is a 16-bit
-    float or no output can hold partial sums (nor a scratch from `prepare`, the
+    """Dot form (scalar iter_arg over k innermost) when n is 1, `c.streamed`, the
+    type is a 16-bit float or no output can hold partial sums (nor a scratch from `prepare`, the
     one extra input); else the axpy form (a zero fill, an
     m-k-n band accumulating in the output with n innermost, then the epilogue),
     which LLVM vectorizes along n and `loop-schedule` register-blocks. `finish(acc, b, m, n)` maps a finished sum (gemm's alpha,
@@ -55,7 +58,7 @@ def emit_contraction(
     scratch = io.result_buffer(0)
     if scratch is None and len(io.extra) == 1:  # from `prepare`
         scratch = io.extra[0]
-    if c.n == 1 or a.type != a.storage or scratch is None:
+    if c.n == 1 or c.streamed or a.type != a.storage or scratch is None:
         with k.nest([*c.batch, c.m, c.n]) as ivs:
             tag_loops(ivs, [BATCH_ROLE] * len(c.batch) + ["m", "n"])
             b, m, n = ivs[:-2], ivs[-2], ivs[-1]
@@ -117,6 +120,16 @@ def emit_matmul(io: KernelIO, op: graph.MatMulOp) -> None:
     emit_contraction(io, a, c)
 
 
+def _streamed(op: Operation, m: int, n: int, k: int) -> bool:
+    """A CPU target's single-row contraction over a weight (n × k, contiguous in
+    k) that `schedules.streams_weight` reads in the dot form, unpacked."""
+    module = op.get_toplevel_object()
+    if not (isinstance(module, ModuleOp) and target.cpu_target(module) is not None):
+        return False
+    size = n * k * dtypes.byte_size(graph.element_type_of(op.rhs))
+    return schedules.streams_weight(of_module(module), m, size)
+
+
 def emit_gemm(io: KernelIO, op: graph.GemmOp) -> None:
     """alpha * A' @ B' (+ beta * C unless beta = 0), as the ONNX reference orders it."""
     a = Arith(io.k, graph.element_type_of(op.lhs))
@@ -143,6 +156,7 @@ def emit_gemm(io: KernelIO, op: graph.GemmOp) -> None:
         lambda _b, j, p: [j, p] if trans_b else [p, j],
         lambda _b, i, j: [i, j],
         trans_b,
+        trans_b and _streamed(op, m, n, kk),
     )
     emit_contraction(io, a, c, finish)
 

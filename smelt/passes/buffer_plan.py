@@ -12,9 +12,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.dialects import dtypes, locations, loop
+from smelt.dialects.weights import ALIGN
 from smelt.errors import SmeltError
 
-ALIGN = 64
 INPLACE_ATTR = "loop.elementwise"  # kernels whose output may overwrite a dying input
 
 

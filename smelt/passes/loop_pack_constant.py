@@ -3,7 +3,6 @@ the kernel's loops read it (pre-packed weights)."""
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.dialects import graph, loop
+from smelt.dialects.weights import ALIGNED_BYTES, WeightBytes
 from smelt.passes import loop_nest
 from smelt.passes.loop_pack import Refused
 
@@ -273,15 +273,18 @@ def _pack_call(
     """Passes `call` the packed copy of its constant `source` (the elements each
     layout of `sources` reads, concatenated), erasing `source` when unused."""
     data = graph.dense_to_array(source.value).reshape(-1)
-    # BytesIO, not b"".join: join lists every chunk before joining them, which
-    # holds a second copy of the weight beside the result
-    buffer = io.BytesIO()
+    # filled a chunk at a time: one piece beside the result, never a second copy
+    nbytes = sum(lay.size for lay in sources) * data.itemsize
+    big = nbytes >= ALIGNED_BYTES
+    out = WeightBytes.empty(nbytes) if big else np.zeros(nbytes, np.uint8)
+    at = 0
     for lay in sources:
         for chunk in lay.chunks(data):
-            buffer.write(chunk)
-    raw = buffer.getvalue()  # no copy: BytesIO hands over its bytes
-    del buffer
-    tensor = TensorType(source.value.get_element_type(), [len(raw) // data.itemsize])
+            out[at : at + len(chunk)] = np.frombuffer(chunk, np.uint8)
+            at += len(chunk)
+    raw = out.freeze() if big else out.tobytes()
+    del out
+    tensor = TensorType(source.value.get_element_type(), [nbytes // data.itemsize])
     value = DenseIntOrFPElementsAttr(tensor, BytesAttr(raw))
     new_const = loop.ConstantOp(value, new_type)
     call_block = call.parent_block()

@@ -9,7 +9,8 @@ An artifact is a zip archive, stored uncompressed:
                    and sha256 of each other member
     code0.o, …     the object code built for the model (relocatable ELF: one per
                    part the compile split the model in), linked at load
-    weights.bin    the weight blob the entry point reads
+    weights.bin    the weight segments the entry point reads (the blob, then each
+                   weight kept apart, at ALIGN-aligned offsets the manifest lists)
 
 Loading checks everything before the code is touched: the format version, every
 member's size and sha256, the smelt version, the target triple, that the host CPU
@@ -34,13 +35,13 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
-from smelt.lowering.llvm.program import ENTRY, NativeProgram, aligned_empty
+from smelt.lowering.llvm.program import ALIGN, ENTRY, NativeProgram, aligned_empty
 from smelt.runtime.model import CompiledModel, TensorSpec
 from smelt.lowering.llvm.object_code import load_objects
 from smelt.targets.cpu_spec import KNOWN_FEATURES, CpuSpec, host, host_lacks
 
 FORMAT = "smelt-artifact"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Bumped whenever the manifest or the native interface changes meaning."""
 MANIFEST, WEIGHTS = "manifest.json", "weights.bin"
 SUFFIX = ".smelt"
@@ -67,7 +68,16 @@ def save(
         raise UnsupportedModel(
             "this model's object code was not kept (compile it with smelt.compile)"
         )
-    weights = np.ascontiguousarray(program.weights).view(np.uint8).reshape(-1)
+    segments = [np.ascontiguousarray(w).view(np.uint8).reshape(-1)
+                for w in program.weights]  # fmt: skip
+    offsets, weights_hash, total = [], hashlib.sha256(), 0
+    for segment in segments:
+        offsets.append([total, segment.nbytes])
+        weights_hash.update(segment)
+        total += segment.nbytes
+        pad = -total % ALIGN
+        weights_hash.update(bytes(pad))
+        total += pad
     code = {f"code{i}.o": part for i, part in enumerate(program.object_code)}
     options = model.info.get("options")  # CompileOptions: its JSON record
     options = options.record() if hasattr(options, "record") else options
@@ -89,6 +99,7 @@ def save(
             "signature": [[list(s), d.name] for s, d in program.signature],
             "arena_bytes": program.arena_bytes,
             "weight_bytes": program.weight_bytes,
+            "weight_segments": offsets,
             "threads": program.pool_threads,
             "pool_bytes": program.pool_bytes,
             "profiled_calls": list(program.profiled_calls),
@@ -101,10 +112,7 @@ def save(
                 name: {"bytes": len(part), "sha256": hashlib.sha256(part).hexdigest()}
                 for name, part in code.items()
             },
-            WEIGHTS: {
-                "bytes": weights.nbytes,
-                "sha256": hashlib.sha256(weights).hexdigest(),
-            },
+            WEIGHTS: {"bytes": total, "sha256": weights_hash.hexdigest()},
         },
         **(extra or {}),
     }
@@ -119,7 +127,9 @@ def save(
             for name, part in code.items():
                 z.writestr(name, part)
             with z.open(WEIGHTS, "w", force_zip64=True) as w:
-                w.write(memoryview(weights))
+                for segment in segments:
+                    w.write(memoryview(segment))
+                    w.write(bytes(-segment.nbytes % ALIGN))
         os.replace(temp, path)
     except BaseException as e:
         if os.path.exists(temp):
@@ -165,7 +175,7 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
         code = tuple(
             _member(z, manifest, name, path).tobytes() for name in _code(manifest, path)
         )
-        weights = _member(z, manifest, WEIGHTS, path)
+        blob = _member(z, manifest, WEIGHTS, path)
     engine = load_objects(code, ENTRY, f"the artifact '{path}'")
     p = manifest["program"]
     try:
@@ -176,7 +186,7 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
             [t["name"] for t in manifest["inputs"]],
             [t["name"] for t in manifest["outputs"]],
             int(p["arena_bytes"]),
-            weights,
+            _segments(blob, p.get("weight_segments"), path),
             int(p["weight_bytes"]),
             int(p["threads"]),
             int(p["pool_bytes"]),
@@ -323,6 +333,20 @@ def _implied_features(spec: CpuSpec) -> list[str] | None:
         if on and f not in KNOWN_FEATURES
         and (spec.has("avx512f") or not f.startswith("avx512"))
     )  # fmt: skip
+
+
+def _segments(blob: np.ndarray, records, path: str) -> tuple[np.ndarray, ...]:
+    """The weight segments: views of the member at the manifest's offsets."""
+    try:
+        spans = [(int(start), int(size)) for start, size in records]
+    except (TypeError, ValueError):
+        raise _damaged(path, "its weight segments are not listed") from None
+    if not spans or any(
+        start < 0 or size < 0 or start % ALIGN or start + size > blob.nbytes
+        for start, size in spans
+    ):
+        raise _damaged(path, "its weight segments lie outside its weights")
+    return tuple(blob[start : start + size] for start, size in spans)
 
 
 def _member(

@@ -147,6 +147,16 @@ def matmul(
     return steps
 
 
+def streams_weight(spec: CpuSpec, m: int, weight_bytes: int) -> bool:
+    """Whether a contraction of `m` rows reads its weight (`weight_bytes`,
+    contiguous along k) in the dot form where it lies instead of packed: one row
+    (a fully connected layer at batch 1) over a weight larger than the
+    last-level cache, which every call streams from memory once whatever its
+    layout. Packing it would not make the call faster and would hold it twice
+    while compiling (light_zfnet512's fc6 is 288 of its 333 MB)."""
+    return m == 1 and weight_bytes > spec.l3
+
+
 MIN_ACCUMULATORS = 16
 """The fewest C registers a micro-tile narrowed by `_rows` keeps: 4 × 64 on
 AVX-512 (16 zmm) ran as fast as 6 × 64; on AVX2 a 4 × 16 tile (8 ymm, too few to

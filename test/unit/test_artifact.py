@@ -161,6 +161,15 @@ def test_a_loaded_model_saves_again(saved, tmp_path):
         ({"edit_manifest": lambda m: m.update(triple="riscv64-unknown-linux-gnu")},
          UnsupportedModel, "riscv64"),
         ({"edit_manifest": lambda m: m.pop("format")}, InvalidModel, "manifest"),
+        ({"edit_manifest": lambda m: m["program"].update(weight_segments=[[8, 4]])},
+         InvalidModel, "weight segments lie outside"),
+        ({"edit_manifest": lambda m: m["program"].pop("weight_segments")},
+         InvalidModel, "weight segments are not listed"),
+        # more segments than the code reads, or one smaller than it reads
+        ({"edit_manifest": lambda m: m["program"].update(weight_segments=[[0, 1]] * 2)},
+         InvalidModel, "do not belong to its code"),
+        ({"edit_manifest": lambda m: m["program"].update(weight_segments=[[0, 0]])},
+         InvalidModel, "do not belong to its code"),
     ],
 )  # fmt: skip
 def test_damaged_or_foreign_artifacts_are_refused(saved, tmp_path, edit, kind, needle):

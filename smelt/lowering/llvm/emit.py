@@ -3,9 +3,9 @@
     void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)
 
 `io` points to @main's buffer pointers (inputs then outputs, in @main's argument
-order); intermediates live at fixed offsets in `arena` and weights in `weights` (see
-`plan.py`). The entry point calls the kernels, which are internal functions, in
-@main's order. Kernels with loops marked `loop.threads` also get `pool`, the thread
+order); intermediates live at fixed offsets in `arena`; `weights` points to the
+addresses of the weight segments, the blob first (see `plan.py`). The entry point
+calls the kernels, which are internal functions, in @main's order. Kernels with loops marked `loop.threads` also get `pool`, the thread
 pool that runs those loops (`threads.py`, `emit_parallel.py`); a null pool runs
 them serially.
 """
@@ -44,7 +44,12 @@ from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
 from smelt.lowering.llvm.plan import MemoryPlan, plan_memory
-from smelt.lowering.llvm.program import ENTRY, PROFILE_GLOBAL, STATUS_GLOBAL
+from smelt.lowering.llvm.program import (
+    ENTRY,
+    PROFILE_GLOBAL,
+    SEGMENTS_GLOBAL,
+    STATUS_GLOBAL,
+)
 from smelt.lowering.llvm.types import (
     I8,
     I32,
@@ -167,7 +172,10 @@ def lower_module(
         deferred.entry()
     checks = list(codes)
     plan = plan_memory(
-        main, release=options.release_constants, memory_limit=options.memory_limit
+        main,
+        release=options.release_constants,
+        memory_limit=options.memory_limit,
+        in_place=True,
     )
     calls = _emit_entry(ir_module, main, functions, plan, options.profile)
     io_types = [a.type for a in main.body.block.args]
@@ -249,15 +257,31 @@ def _emit_entry(
             name=name or "",
         )
 
+    # `weights`: the segments' addresses, the blob first (`MemoryPlan.segments`),
+    # as many and as big as SEGMENTS_GLOBAL says
+    sizes = [len(plan.segments), *(s.nbytes for s in plan.segments)]
+    table = ir.ArrayType(I64, len(sizes))
+    declared = ir.GlobalVariable(ir_module, table, SEGMENTS_GLOBAL)
+    declared.initializer = ir.Constant(table, sizes)
+    declared.global_constant = True
+    segments = [
+        b.load(
+            b.gep(weights, [constant(I64, i)], inbounds=True, source_etype=PTR),
+            typ=PTR, name=f"weights{i}", align=8,
+        )
+        for i in range(len(plan.segments))
+    ]  # fmt: skip
     profiled = 0
     for op in main.body.block.ops:
         if isinstance(op, AllocOp):
             buffers[op.result] = at(
                 arena, plan.arena_offsets[op.result], op.result.name_hint
             )
+        elif isinstance(op, ConstantOp) and op.result in plan.external:
+            buffers[op.result] = segments[plan.external[op.result]]
         elif isinstance(op, ConstantOp):
             buffers[op.result] = at(
-                weights, plan.weight_offsets[op.result], op.result.name_hint
+                segments[0], plan.weight_offsets[op.result], op.result.name_hint
             )
         elif isinstance(op, ViewOp):
             buffers[op.result] = buffers[op.source]

@@ -96,7 +96,8 @@ class EmitOptions:
     a few ulp) instead of libm lane by lane."""
     release_constants: bool = False
     """The module is consumed: large constants leave the IR once copied into the
-    weight blob (`plan_memory(release=True)`), so no weight is held twice."""
+    weight blob or handed over as segments (`plan_memory(release=True)`), so no
+    weight is held twice."""
     profile: bool = False
     """The entry point adds each kernel call's time-stamp-counter ticks to the
     global `PROFILE_GLOBAL` (one i64 per call of @main)."""

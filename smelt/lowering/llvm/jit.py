@@ -203,7 +203,7 @@ def compile_to_native(
         lowered.input_names,
         lowered.output_names,
         lowered.plan.arena_bytes,
-        lowered.plan.weights,
+        lowered.plan.segments,
         lowered.plan.weight_bytes,
         lowered.threads,
         threads.pool_bytes(lowered.threads),

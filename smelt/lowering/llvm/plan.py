@@ -1,4 +1,5 @@
-"""Where @main's buffers live: arena offsets of `loop.alloc`, the weight blob."""
+"""Where @main's buffers live: arena offsets of `loop.alloc`, the weight segments
+(a blob of the small constants, then each big weight where the IR held it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from xdsl.ir import SSAValue
 from smelt.dialects import locations
 from smelt.dialects.loop import AllocOp, ConstantOp
 from smelt.errors import ResourceLimit, SmeltError
-from smelt.lowering.llvm.program import ALIGN, aligned_empty
+from smelt.dialects.weights import ALIGN, WeightBytes, aligned_empty
 from smelt.lowering.llvm.types import buffer_info
 from smelt.targets.memory import describe_limit, gib, machine_memory, resolve_limit
 
@@ -30,16 +31,29 @@ def align_up(n: int, alignment: int = ALIGN) -> int:
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Byte offsets of @main's buffers in the arena and in the weight blob."""
+    """Byte offsets of @main's buffers in the arena and in the weight segments.
+
+    `segments[0]` is the weight blob (`weight_offsets`: where each constant
+    starts in it); a constant whose bytes are aligned memory of their own (a
+    `WeightBytes`: every big weight) is, when the plan is made `in_place`,
+    segment `external[value]`, read where the IR held it (the entry point
+    reads a table of the segments' addresses)."""
 
     arena_bytes: int
-    weights: np.ndarray = field(repr=False)
+    segments: tuple[np.ndarray, ...] = field(repr=False)
     arena_offsets: dict[SSAValue, int] = field(repr=False)
     weight_offsets: dict[SSAValue, int] = field(repr=False)
+    external: dict[SSAValue, int] = field(repr=False, default_factory=dict)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The weight blob (all the weights unless some are `external`)."""
+        return self.segments[0]
 
     @property
     def weight_bytes(self) -> int:
-        return self.weights.nbytes if self.weight_offsets else 0
+        blob = self.weights.nbytes if self.weight_offsets else 0
+        return blob + sum(s.nbytes for s in self.segments[1:])
 
 
 RELEASED = "smelt.released"
@@ -47,16 +61,21 @@ RELEASED = "smelt.released"
 
 
 def plan_memory(
-    main: func.FuncOp, release: bool = False, memory_limit: int = 0
+    main: func.FuncOp,
+    release: bool = False,
+    memory_limit: int = 0,
+    in_place: bool = False,
 ) -> MemoryPlan:
     """Honors `loop.alloc` offsets set by buffer-plan; places the others after them;
     refuses a model that needs more than `memory_limit` bytes (0: the machine's
     memory) before the weight blob is allocated (`check_memory`).
 
-    `release` (the module is consumed by this compile) drops each large
-    constant's bytes from the IR once they are copied into the weight blob, so
-    that the weights are never held twice: without it, a compile's peak memory
-    is the IR's copy plus the blob."""
+    `in_place`: constants held in aligned memory of their own (`WeightBytes`)
+    stay there, segments the program reads in place, so that the biggest
+    weights are never copied. `release` (the module is consumed by this
+    compile) drops each large constant's bytes from the IR once they are in the
+    weight blob or a segment: without it, a compile's peak memory is the IR's
+    copy plus the blob."""
     allocs = [op for op in main.body.walk() if isinstance(op, AllocOp)]
     constants = [op for op in main.body.walk() if isinstance(op, ConstantOp)]
 
@@ -78,30 +97,58 @@ def plan_memory(
             end += buffer_info(op.result.type).nbytes
 
     weight_offsets: dict[SSAValue, int] = {}
+    external: dict[SSAValue, int] = {}
+    segments: list[np.ndarray] = []
+    numbers: dict[int, int] = {}  # id of a WeightBytes: its segment's number
     total = 0
     for op in constants:
+        nbytes = buffer_info(op.result.type).nbytes
+        storage = _in_place(op, nbytes) if in_place else None
+        if storage is not None:
+            if id(storage) not in numbers:  # constants sharing bytes share a segment
+                numbers[id(storage)] = len(segments) + 1
+                segments.append(storage.view(np.ndarray))
+            external[op.result] = numbers[id(storage)]
+            continue
         total = align_up(total)
         weight_offsets[op.result] = total
-        total += buffer_info(op.result.type).nbytes
-    check_memory(main, align_up(end), total, memory_limit)
+        total += nbytes
+    held = sum(s.nbytes for s in segments)
+    check_memory(main, align_up(end), total + held, memory_limit)
     weights = aligned_empty(total)
     released = 0
     for op in constants:
-        start = weight_offsets[op.result]
-        weights[start : start + buffer_info(op.result.type).nbytes] = _constant_bytes(
-            op
-        )
+        nbytes = buffer_info(op.result.type).nbytes
+        if op.result in weight_offsets:
+            start = weight_offsets[op.result]
+            weights[start : start + nbytes] = _constant_bytes(op)
         if release and len(op.value) > RELEASE_ELEMENTS:
             op.properties["value"] = DenseIntOrFPElementsAttr(
                 op.value.type, BytesAttr(b"")
             )
             op.attributes[RELEASED] = UnitAttr()
-            released += buffer_info(op.result.type).nbytes
+            released += nbytes if op.result in weight_offsets else 0
             if released > TRIM_BYTES:
                 released = return_freed_memory()
     if released:
         return_freed_memory()
-    return MemoryPlan(align_up(end), weights, arena_offsets, weight_offsets)
+    return MemoryPlan(
+        align_up(end),
+        (weights, *segments),
+        arena_offsets,
+        weight_offsets,
+        external,
+    )
+
+
+def _in_place(op: ConstantOp, nbytes: int) -> WeightBytes | None:
+    """The constant's bytes when the program can read them where they are: frozen
+    `WeightBytes` holding every element (not a splat stored once)."""
+    data = op.value.data.data
+    if isinstance(data, WeightBytes) and not data.flags.writeable:
+        if len(data) == nbytes and RELEASED not in op.attributes:
+            return data
+    return None
 
 
 TRIM_BYTES = 64 << 20

@@ -19,13 +19,17 @@ from functools import cache, cached_property
 import llvmlite.binding as llvm
 import numpy as np
 
-from smelt.errors import InvalidInput, SmeltError
+from smelt.dialects.weights import ALIGN, aligned_empty
+from smelt.errors import InvalidInput, InvalidModel, SmeltError
 from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
 
 ENTRY = "smelt_main"
 """The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
 PROFILE_GLOBAL = "smelt_profile"
 """With `EmitOptions.profile`: i64 ticks per call of @main, summed over runs."""
+SEGMENTS_GLOBAL = "smelt_segments"
+"""A constant i64 array: how many weight segments the entry point reads, then the
+bytes it reads of each; a program given other segments refuses to run them."""
 STATUS_GLOBAL = "smelt_status"
 """An i32 global: 0, or the code of a failed `loop.check` (position + 1)."""
 POOL_START = "smelt_pool_start"
@@ -34,8 +38,6 @@ how many threads the pool has (fewer if the system refused some)."""
 POOL_STOP = "smelt_pool_stop"
 """void smelt_pool_stop(ptr pool): wakes, stops and joins every worker."""
 
-ALIGN = 64
-"""Byte alignment of every arena buffer and weight (a cache line, an AVX-512 vector)."""
 
 Signature = Sequence[tuple[tuple[int, ...], np.dtype]]
 """(shape, dtype) of each of @main's buffers: inputs, then outputs."""
@@ -47,11 +49,21 @@ _POOL_START_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_in
 _POOL_STOP_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
-def aligned_empty(nbytes: int) -> np.ndarray:
-    """A zeroed uint8 array of `nbytes` (at least one) starting on an ALIGN boundary."""
-    raw = np.zeros(max(1, nbytes) + ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    return raw[start : start + max(1, nbytes)]
+def _check_segments(engine: llvm.ExecutionEngine, weights: tuple[np.ndarray, ...]):
+    """Refuses weight segments (from an artifact's manifest) that are fewer or
+    smaller than those the code reads (`SEGMENTS_GLOBAL`): it would read past
+    them."""
+    address = engine.get_global_value_address(SEGMENTS_GLOBAL)
+    if not address:
+        raise InvalidModel("the program's code does not say which weights it reads")
+    count = ctypes.c_int64.from_address(address).value
+    sizes = list((ctypes.c_int64 * (count + 1)).from_address(address))[1:]
+    given = [w.nbytes for w in weights]
+    if len(given) != count or any(g < n for g, n in zip(given, sizes)):
+        raise InvalidModel(
+            f"the program reads {count} weight segments of {sizes} bytes but was "
+            f"given {len(given)} of {given}: its weights do not belong to its code"
+        )
 
 
 class NativeProgram:
@@ -59,7 +71,9 @@ class NativeProgram:
 
     `args` are @main's buffers in order (inputs, then outputs), C-contiguous with
     the `signature`'s dtypes and shapes; outputs are written in place. The arena
-    and the weight blob are allocated once here, so a run allocates nothing large;
+    is allocated once here and the weight segments (the blob, then the big
+    weights read where the compile left them) are held, so a run allocates
+    nothing large;
     for the same reason one program runs one call at a time (the arena is shared:
     a lock makes concurrent calls wait).
 
@@ -79,7 +93,7 @@ class NativeProgram:
         input_names: list[str],
         output_names: list[str],
         arena_bytes: int,
-        weights: np.ndarray,
+        weights: tuple[np.ndarray, ...],
         weight_bytes: int,
         threads: int = 1,
         pool_bytes: int = 0,
@@ -110,7 +124,11 @@ class NativeProgram:
         self.weight_bytes = weight_bytes
         self.input_names, self.output_names = input_names, output_names
         self._arena = aligned_empty(arena_bytes)
-        self._weights = weights
+        self._weights = tuple(weights)  # the segments: the blob, then big weights
+        _check_segments(engine, self._weights)
+        self._segments = (ctypes.c_void_p * len(self._weights))(
+            *(w.ctypes.data for w in self._weights)
+        )
         self._signature = [(tuple(shape), np.dtype(dt)) for shape, dt in signature]
         names = [*input_names, *output_names]
         self._arg_names = [
@@ -138,7 +156,8 @@ class NativeProgram:
         return list(self._signature)
 
     @property
-    def weights(self) -> np.ndarray:
+    def weights(self) -> tuple[np.ndarray, ...]:
+        """The weight segments (`plan.MemoryPlan.segments`): the blob first."""
         return self._weights
 
     def profile(self, reset: bool = True) -> list[tuple[str, int]]:
@@ -223,7 +242,7 @@ class NativeProgram:
             self._entry(
                 ctypes.addressof(self._io),
                 self._arena.ctypes.data,
-                self._weights.ctypes.data,
+                ctypes.addressof(self._segments),
                 self._pool.ctypes.data if self._pool is not None else None,
             )
             if self._status is not None and self._status.value:

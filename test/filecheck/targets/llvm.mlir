@@ -45,11 +45,14 @@ func.func @relu_sum(%a: memref<4x8xf32>, %m: memref<4xi1>, %o: memref<4xf32>)
   func.return
 }
 
-// One entry point per model: io pointers, the arena, the weight blob.
+// One entry point per model: io pointers, the arena, the addresses of the weight
+// segments (the blob first; big weights are segments of their own).
 // CHECK-LABEL: define void @"smelt_main"(ptr %"io", ptr %"arena", ptr %"weights", ptr %"pool")
 // CHECK:         %"a" = load ptr, ptr %{{.*}}, align 8
 // CHECK:         %"o" = load ptr, ptr %{{.*}}, align 8
-// CHECK-NEXT:    %"w" = getelementptr inbounds i8, ptr %"weights", i64 0
+// CHECK-NEXT:    %[[SEG:.*]] = getelementptr inbounds ptr, ptr %"weights", i64 0
+// CHECK-NEXT:    %"weights0" = load ptr, ptr %[[SEG]], align 8
+// CHECK-NEXT:    %"w" = getelementptr inbounds i8, ptr %"weights0", i64 0
 // CHECK-NEXT:    %"m" = getelementptr inbounds i8, ptr %"arena", i64 64
 // CHECK-NEXT:    call void @"smelt.kernel.relu_sum"(ptr %"a", ptr %"m", ptr %"o")
 // CHECK-NEXT:    ret void
