@@ -60,6 +60,10 @@ UNROLL_ATTR = "loop.unroll"
 """On a `loop.for`: a hint that the target unrolls the loop by this factor (the
 llvm target: `llvm.loop.unroll.count`), where unrolling in the IR would only
 make the IR, and the time to compile it, that much bigger."""
+ACCUMULATORS_ATTR = "loop.accumulators"
+"""On a reduction `loop.for`: loop-vectorize gives each of its reductions this many
+vector accumulators, combined after the loop (independent FMA chains: a long dot
+product over a streamed weight, `lower_matmul`)."""
 ITERATIONS_ATTR = "loop.iterations"
 """On a kernel: it runs a sequential loop of this many iterations around several
 loop nests (the kernel of a `graph.loop`, smelt/lowering/lower_loop.py)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop, target
@@ -70,6 +70,10 @@ def emit_contraction(
 
             (total,) = k.reduce([c.k], [a.zero()], step)
             tag_loops([total.owner.iv], ["k"])
+            if c.streamed:  # independent FMA chains keep up with the stream
+                total.owner.attributes[loop.ACCUMULATORS_ATTR] = IntegerAttr(
+                    schedules.STREAM_ACCUMULATORS, 64
+                )
             io.write(0, finish(total, b, m, n), c.out(b, m, n))
         return
     # Three nests (fill, the m-k-n band accumulating in the output, epilogue), so

@@ -147,6 +147,10 @@ def matmul(
     return steps
 
 
+STREAM_ACCUMULATORS = 4
+"""Vector accumulators of the dot product of a streamed weight (`streams_weight`)."""
+
+
 def streams_weight(spec: CpuSpec, m: int, weight_bytes: int) -> bool:
     """Whether a contraction of `m` rows reads its weight (`weight_bytes`,
     contiguous along k) in the dot form where it lies instead of packed: one row

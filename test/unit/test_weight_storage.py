@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, VectorType
 
 import smelt
 from smelt.compiler import pipelines
@@ -17,6 +17,7 @@ from smelt.compiler.driver import import_graph, lower
 from smelt.dialects import graph, loop
 from smelt.dialects.weights import ALIGN, ALIGNED_BYTES, WeightBytes, storage_of
 from smelt.runtime import artifact
+from smelt.targets.cpu import STREAM_ACCUMULATORS
 
 BIG = (ALIGNED_BYTES // 4) * 2  # f32 elements: twice the threshold
 
@@ -110,6 +111,16 @@ def test_a_weight_bigger_than_the_cache_is_read_where_it_lies(m):
     (weight,) = big
     packed = not np.array_equal(graph.dense_to_array(weight.value).reshape(n, k), w)
     assert packed == (m > 1)  # one row streams the weight as it lies; three pack it
+    # its dot product keeps STREAM_ACCUMULATORS vector sums (independent FMA chains)
+    marked = [
+        op for op in lowered.walk()
+        if isinstance(op, loop.ForOp) and loop.ACCUMULATORS_ATTR in op.attributes
+    ]  # fmt: skip
+    vector_sums = [
+        [a for a in op.body.block.args[1:] if isinstance(a.type, VectorType)]
+        for op in marked
+    ]
+    assert (max(map(len, vector_sums), default=0) == STREAM_ACCUMULATORS) == (m == 1)
 
     compiled = smelt.compile(model, "cpu", pipeline=_streaming_pipeline(1 << 20))
     x = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
