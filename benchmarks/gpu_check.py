@@ -1,11 +1,13 @@
 """Every model through smelt's gpu target against onnxruntime on the CPU, before
 `benchmarks/gpu.py` times anything: the light_* models (seeded random weights, the
 logits before the softmax exposed), the MLP and the BERT-base encoder layer, and any
-.onnx files given (e.g. the zoo, exported beforehand by `test/zoo/zoo.py`).
+.onnx files given (the zoo: exported beforehand by `benchmarks/gpu_zoo.py`, each
+with its feeds).
 
     python benchmarks/gpu_check.py --jobs 8         # on cuda, f32 products
     python benchmarks/gpu_check.py --tf32           # as the benchmark runs them
     TRITON_INTERPRET=1 python benchmarks/gpu_check.py --device cpu mlp_small
+    python benchmarks/gpu_check.py default wheels/zoo/*.onnx  # and the zoo
 
 Each output's error is max |smelt - onnxruntime| / max |onnxruntime|. The tolerance
 is 1e-4 with f32 products (`tf32=False`: `tl.dot(..., input_precision="ieee")`):
@@ -58,9 +60,12 @@ def feeds_for(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
-def check(model: onnx.ModelProto, device: str, tf32: bool) -> tuple:
-    """(worst error, seconds to compile, launches) of one model; raises on failure."""
-    feeds = feeds_for(model)
+def check(
+    model: onnx.ModelProto, device: str, tf32: bool, feeds: dict | None = None
+) -> tuple:
+    """(worst error, seconds to compile, launches) of one model on `feeds`
+    (default: `feeds_for`); raises on failure."""
+    feeds = feeds if feeds is not None else feeds_for(model)
     t0 = time.perf_counter()
     compiled = smelt.compile(model, "gpu", device=device, tf32=tf32)
     seconds = time.perf_counter() - t0
@@ -84,7 +89,7 @@ def check_one(name: str, device: str, tf32: bool, tolerance: float) -> tuple:
     try:
         known = named_models()
         model = onnx.load(name) if name.endswith(".onnx") else known[name]()
-        err, seconds, launches = check(model, device, tf32)
+        err, seconds, launches = check(model, device, tf32, saved_feeds(name))
         ok = err <= tolerance
         line = (f"  {'ok  ' if ok else 'FAIL'} {name:<24} error {err:.2e}  compile "
                 f"{seconds:5.1f} s  {launches} launches")  # fmt: skip
@@ -94,12 +99,23 @@ def check_one(name: str, device: str, tf32: bool, tolerance: float) -> tuple:
         return False, f"  FAIL {name:<24} {type(e).__name__}: {str(e)[:300]}\n{trace}"
 
 
+def saved_feeds(name: str) -> dict[str, np.ndarray] | None:
+    """The feeds saved beside an .onnx file (`NAME.npz`, as benchmarks/gpu_zoo.py
+    writes them: token ids, masks), else None."""
+    path = name[: -len(".onnx")] + ".npz" if name.endswith(".onnx") else ""
+    if not os.path.exists(path):
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
 def main(argv=None) -> int:
     known = named_models()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="*", help=f"names ({', '.join(known)}) or "
-                        ".onnx paths; default: the light models, mlp, mlp_gelu, "
-                        "encoder")  # fmt: skip
+    parser.add_argument("models", nargs="*", help=f"names ({', '.join(known)}), "
+                        ".onnx paths (with NAME.npz beside it: its feeds) or "
+                        "'default': the light models, mlp, mlp_gelu, encoder (also "
+                        "when none is given)")  # fmt: skip
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--tf32", action="store_true",
                         help="tf32 products (the benchmark's setting)")
@@ -111,7 +127,9 @@ def main(argv=None) -> int:
                         "(Triton compiles on the CPU: the H200 machine has 16 cores)")
     args = parser.parse_args(argv)
     first = ["light_resnet50", "encoder", "mlp", "mlp_gelu"]  # the timed ones
-    names = args.models or first + [n for n in known if n not in (*first, "mlp_small")]
+    default = first + [n for n in known if n not in (*first, "mlp_small")]
+    names = [m for name in args.models or ["default"]
+             for m in (default if name == "default" else [name])]  # fmt: skip
     names = list(dict.fromkeys(names))
     tolerance = 2e-2 if args.tf32 else 1e-4
     if args.device == "cuda":

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one script of a session with the H200 (prepared and checked on the CPU; see
 # benchmarks/gpu_wheels.sh for the wheels it installs). It installs xdsl from the
-# carried wheels, runs smelt from this checkout, checks every model against
-# onnxruntime (f32 products), then times benchmarks/gpu.py.
+# carried wheels, runs smelt from this checkout, checks every model (the light
+# ones, MLPs, encoder, and the zoo carried in wheels/zoo) against onnxruntime (f32
+# products), then times benchmarks/gpu.py.
 # Everything it prints also lands in $OUT (the device call brings that back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,8 @@ torch.__version__, 'triton', triton.__version__, 'onnxruntime', onnxruntime.__ve
 } 2>&1 | tee "$out/env.txt"
 status=0
 # budgets: the device call may run 600 s (gpu.py checks its own cases with tf32)
-timeout 250 python3 benchmarks/gpu_check.py --budget 200 --jobs 8 2>&1 | tee "$out/check.txt"
+timeout 250 python3 benchmarks/gpu_check.py --budget 200 --jobs 8 default wheels/zoo/*.onnx \
+  2>&1 | tee "$out/check.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 timeout 300 python3 benchmarks/gpu.py 2>&1 | tee "$out/gpu.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
