@@ -15,7 +15,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import onnx
 import onnx.numpy_helper
 from onnx import helper
@@ -28,7 +27,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnknownLoc,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, OpResult, Region, SSAValue
+from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes, locations
@@ -42,38 +41,21 @@ from smelt.frontend.onnx_load import (
     load_model,
     tensor_array,
 )
+from smelt.frontend.onnx_scopes import NestedScopes, type_proto
 from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, full_check, validate
 from smelt.frontend.onnx_validate import label as node_label
+from smelt.frontend.onnx_values import (  # the handlers import these from here too
+    Const,
+    NodeContext,
+    Unsupported,
+    Value,
+    element_type,
+    element_type_of,
+    numpy_type_of,
+    shape_of,
+)
 from smelt.runtime import reference
 from smelt.targets.memory import describe_limit, gib, resolve_limit
-
-MAX_FUNCTION_DEPTH = 16  # nested function bodies; deeper is a recursive definition
-
-
-class Unsupported(UnsupportedModel):
-    """A node that uses an op or a feature smelt cannot import."""
-
-
-class Const:
-    """A value known at import: a numpy array, made a `graph.constant` on first use."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = np.asarray(array)
-        self.ssa: SSAValue | None = None
-        try:
-            dtypes.from_numpy(self.array.dtype)
-        except SmeltError:
-            raise Unsupported(
-                f"element type {self.array.dtype} is not supported"
-            ) from None
-
-    @property
-    def type(self) -> TensorType:
-        return g.tensor(dtypes.from_numpy(self.array.dtype), self.array.shape)
-
-
-Value = SSAValue | Const
-
 
 def import_model(
     model: ModelLike,
@@ -109,115 +91,10 @@ def import_model(
     return module
 
 
-def element_type(onnx_type: int, what: str) -> Attribute:
-    """The element type of ONNX tensor type `onnx_type` (SmeltError if none)."""
-    try:
-        np_dtype = helper.tensor_dtype_to_np_dtype(onnx_type)
-    except (KeyError, ValueError, TypeError):
-        np_dtype = None
-    valid = onnx_type in onnx.TensorProto.DataType.values()
-    name = onnx.TensorProto.DataType.Name(onnx_type) if valid else str(onnx_type)
-    if np_dtype is None or np_dtype == np.dtype(object):
-        raise Unsupported(f"{what}: element type {name} is not supported")
-    try:
-        return dtypes.from_numpy(np_dtype)
-    except SmeltError:
-        raise Unsupported(f"{what}: element type {name} is not supported") from None
-
-
-class NodeContext:
-    """What a handler sees of one node: its inputs, attributes and an emitter."""
-
-    def __init__(
-        self,
-        importer: _Importer,
-        node: onnx.NodeProto,
-        label: str,
-        inputs: list,
-        opset: int,
-    ) -> None:
-        self.importer, self.node, self.label = importer, node, label
-        self.inputs: list[Value | None] = inputs
-        self.opset = opset
-        self.attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-    def attr(self, name: str, default: Any = None) -> Any:
-        value = self.attrs.get(name, default)
-        return value.decode() if isinstance(value, bytes) else value
-
-    def input(self, i: int) -> Value | None:
-        """Input `i`, or None when it is absent (optional inputs)."""
-        return self.inputs[i] if i < len(self.inputs) else None
-
-    def const(self, i: int, what: str) -> np.ndarray | None:
-        """Input `i` as an array; it must be known at import (None when absent)."""
-        v = self.input(i)
-        if v is None:
-            return None
-        if not isinstance(v, Const):
-            raise SmeltError(
-                f"{self.label}: its {what} (input {i} '{self.node.input[i]}') must be "
-                "a constant, but it is computed from the model inputs"
-            )
-        return v.array
-
-    def check_size(self, shape: Sequence[int], dtype: np.dtype) -> None:
-        """Refuses a constant of `shape` and `dtype` that the handler is about to
-        make when it would not fit the memory limit (ResourceLimit)."""
-        if any(d < 0 for d in shape):
-            raise SmeltError(f"{self.label}: its result would have shape {list(shape)}")
-        nbytes = np.dtype(dtype).itemsize * math.prod(shape)
-        self.importer.check_bytes(nbytes, f"{list(shape)} {np.dtype(dtype).name}")
-
-    def output_used(self, i: int) -> bool:
-        return i < len(self.node.output) and self.node.output[i] in self.importer.used
-
-    def unsupported(self, what: str) -> Unsupported:
-        return Unsupported(f"{self.label}: {what}")
-
-    def emit(
-        self,
-        cls: type[g.GraphOp],
-        operands: Sequence[Value],
-        result_types: Sequence[TensorType] | None = None,
-        **attrs: Any,
-    ) -> list[Value]:
-        """The results of graph op `cls`: folded when all operands are constants.
-        A result shape with a negative dim is refused here, naming the node (an
-        attribute that does not fit its input)."""
-        results = self.importer.emit(cls, operands, result_types, **attrs)
-        for v in results:
-            shape = shape_of(v)
-            if any(d < 0 for d in shape):
-                inputs = ", ".join(str(list(shape_of(x))) for x in operands)
-                raise SmeltError(
-                    f"{self.label}: its result would have shape {list(shape)}; do "
-                    f"its attributes fit its input shapes ({inputs})?"
-                )
-        return results
-
-    def reshape(self, v: Value, shape: Sequence[int]) -> Value:
-        return self.emit(g.ReshapeOp, [v], [g.tensor(element_type_of(v), shape)])[0]
-
-
-def shape_of(v: Value) -> tuple[int, ...]:
-    return tuple(v.array.shape) if isinstance(v, Const) else g.shape_of(v)
-
-
-def element_type_of(v: Value) -> Attribute:
-    return v.type.element_type if isinstance(v, Const) else g.element_type_of(v)
-
-
-def numpy_type_of(v: Value) -> np.dtype:
-    return (
-        v.array.dtype if isinstance(v, Const) else dtypes.to_numpy(v.type.element_type)
-    )
-
-
 _POISON = object()  # the value of a node that failed: its users are skipped
 
 
-class _Importer:
+class _Importer(NestedScopes):
     def __init__(
         self,
         model: onnx.ModelProto,
@@ -469,7 +346,7 @@ class _Importer:
         try:
             schema = onnx.defs.get_schema(node.op_type, opset, "")
             types = {
-                name: _type_proto(v)
+                name: type_proto(v)
                 for name, v in zip(node.input, inputs)
                 if name and v is not None
             }
@@ -495,116 +372,6 @@ class _Importer:
                 )
             result = g.tensor(element_type_of(v), shape)
             self.values[name] = self.emit(g.ReshapeOp, [v], [result])[0]
-
-    def inline(
-        self,
-        graph: onnx.GraphProto,
-        bindings: Sequence[Value],
-        node: onnx.NodeProto,
-        label: str,
-        opset: int,
-    ) -> list[Any]:
-        """Imports the nodes of subgraph `graph` (an If branch, a Loop or Scan body)
-        with its formal inputs bound to `bindings`, and returns the values of its
-        outputs (_POISON where a node failed: its problem is recorded). The values
-        it defines are renamed uniquely, so a body can be imported many times; it
-        sees the outer values by name."""
-        from smelt.frontend.handlers import HANDLERS
-
-        scope = node.name or node.op_type
-        if self.depth >= MAX_FUNCTION_DEPTH:
-            raise SmeltError(
-                f"{label}: subgraphs and function bodies nest deeper than "
-                f"{MAX_FUNCTION_DEPTH} levels"
-            )
-        if len(bindings) != len(graph.input):
-            raise SmeltError(
-                f"{label}: its subgraph '{graph.name}' declares {len(graph.input)} "
-                f"inputs, the op binds {len(bindings)}"
-            )
-        self.expansions += 1
-        prefix = f"{scope}#{self.expansions}"
-        names: dict[str, str] = {}
-        for formal, value in zip(graph.input, bindings):
-            names[formal.name] = f"{prefix}/{formal.name}"
-            self.values[names[formal.name]] = value
-        for t in graph.initializer:
-            names[t.name] = f"{prefix}/{t.name}"
-            array = tensor_array(t, f"initializer '{t.name}'", self.data_dir)
-            self.values[names[t.name]] = Const(array)
-        nodes = onnx_functions.rename_subgraph(graph.node, names, prefix)
-        self.used |= onnx_functions.references(nodes)
-        self.depth += 1
-        try:
-            for i, inner in enumerate(nodes):
-                self._node(i, inner, HANDLERS, opset, self.depth)
-        finally:
-            self.depth -= 1
-        outputs = []
-        for o in graph.output:
-            name = names.get(o.name, o.name)
-            if name not in self.values:
-                raise SmeltError(
-                    f"{label}: output '{o.name}' of its subgraph '{graph.name}' is "
-                    "not computed by any node"
-                )
-            outputs.append(self.values[name])
-        return outputs
-
-    def inputs_behind(self, v: Value) -> list[str]:
-        """The graph inputs that value `v` is computed from."""
-        seen, stack, found = set(), [v], set()
-        while stack:
-            x = stack.pop()
-            if isinstance(x, Const) or id(x) in seen:
-                continue
-            seen.add(id(x))
-            if isinstance(x, BlockArgument) and x.block is self.block:
-                found.add(x.index)
-            elif isinstance(x, OpResult):
-                stack.extend(x.op.operands)
-        return [self.input_names[i] for i in sorted(found)]
-
-    def _is_function(self, node: onnx.NodeProto, opset: int) -> bool:
-        if (node.domain, node.op_type) in self.functions:
-            return True
-        if node.domain in DEFAULT_DOMAINS:
-            return onnx_functions.has_function(node.op_type, opset)
-        version = self.domain_opsets.get(node.domain)
-        return version is not None and onnx_functions.has_function(
-            node.op_type, version, node.domain
-        )
-
-    def _function_body(
-        self, node: onnx.NodeProto, label: str, inputs: list, opset: int, depth: int
-    ) -> onnx_functions.Body:
-        """The nodes that replace a call of an op onnx defines as a function, or of
-        a function of the model; Unsupported when there is none."""
-        local = self.functions.get((node.domain, node.op_type))
-        function, defaults = local, {}
-        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
-        version = opset if not domain else self.domain_opsets.get(domain)
-        if local is None and version is not None:
-            types = [None if v is None else _type_proto(v) for v in inputs]
-            function = onnx_functions.schema_function(node, version, types)
-            if function is not None:
-                defaults = onnx_functions.schema_defaults(
-                    node.op_type, version, domain
-                )
-        if function is None:
-            raise Unsupported(
-                f"{label}: op {node.op_type} is not supported for these input "
-                "types (onnx builds no function body for them)"
-            )
-        if depth >= MAX_FUNCTION_DEPTH:
-            raise SmeltError(
-                f"{label}: function bodies nest deeper than {MAX_FUNCTION_DEPTH} "
-                "levels (a function that calls itself?)"
-            )
-        self.expansions += 1
-        scope = f"{node.name or label}#{self.expansions}"
-        caller = node.name or label  # "Op#index" for a node without a name
-        return onnx_functions.expand(node, function, defaults, opset, scope, caller)
 
     def _lookup(self, name: str, label: str) -> Any:
         if name not in self.values:
@@ -670,11 +437,6 @@ class _Importer:
         if sections:
             kind = SmeltError if self.dynamic or self.errors else UnsupportedModel
             raise kind("cannot import the ONNX model:\n" + "\n".join(sections))
-
-
-def _type_proto(v: Value) -> onnx.TypeProto:
-    elem = helper.np_dtype_to_tensor_dtype(numpy_type_of(v))
-    return onnx_functions.tensor_type(elem, shape_of(v))
 
 
 def _labelled(label: str, e: Exception) -> str:
