@@ -93,7 +93,7 @@ class TritonTarget(Target):
     name: ClassVar[str] = "triton"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from smelt.lowering.triton.emit import emit_triton
+        from smelt.lowering.triton.source import emit_triton
 
         output.write(emit_triton(module))
 

@@ -18,7 +18,7 @@ from smelt.compiler.driver import import_graph, lower
 from smelt.dialects import graph
 from smelt.dialects.loop import ForOp
 from smelt.errors import SmeltError
-from smelt.lowering.triton.emit import emit_triton
+from smelt.lowering.triton.source import emit_triton
 
 RNG = np.random.default_rng(7)
 F32, I32, U8, BOOL = TensorProto.FLOAT, TensorProto.INT32, TensorProto.UINT8, 9

@@ -243,7 +243,7 @@ def test_the_triton_target_refuses_the_loop_kernel() -> None:
     from xdsl.context import Context
 
     from smelt.lowering.convert_graph_to_loop import ConvertGraphToLoopPass
-    from smelt.lowering.triton.emit import module_kernels
+    from smelt.lowering.triton.source import module_kernels
 
     module = import_model(loop_model(4))
     ConvertGraphToLoopPass().apply(Context(), module)

@@ -17,7 +17,7 @@ pytest.importorskip("triton")
 
 from smelt.compiler.cli import main as smelt_main
 from smelt.lowering.triton import aot
-from smelt.lowering.triton.emit import module_kernels
+from smelt.lowering.triton.source import module_kernels
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numerics"))
 from models import (

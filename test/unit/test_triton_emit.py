@@ -15,7 +15,8 @@ from smelt.compiler.driver import import_graph, lower
 from smelt.compiler.options import CompileOptions
 from smelt.errors import SmeltError
 from smelt.lowering.triton import schedule
-from smelt.lowering.triton.emit import PRELUDE, emit_triton, module_kernels
+from smelt.lowering.triton.prelude import PRELUDE
+from smelt.lowering.triton.source import emit_triton, module_kernels
 from smelt.lowering.triton.emit_dot import FP32_DOT_ATTR
 from smelt.universe import make_context
 

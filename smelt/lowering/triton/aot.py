@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from smelt.errors import SmeltError
-from smelt.lowering.triton.emit import PRELUDE, TritonKernel
+from smelt.lowering.triton.emit import TritonKernel
+from smelt.lowering.triton.prelude import PRELUDE
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def model_kernels(model, level: str = "O2", input_shapes: dict | None = None):
     """Loop kernel name -> Triton functions of an ONNX model (gpu preset)."""
     from smelt.compiler import pipelines
     from smelt.compiler.driver import import_graph, lower
-    from smelt.lowering.triton.emit import module_kernels
+    from smelt.lowering.triton.source import module_kernels
 
     module = import_graph(model, input_shapes or {})
     lower(module, pipelines.preset("gpu", level))
@@ -192,7 +193,7 @@ def write_sources(
 ) -> str:
     """Writes the model's kernels as one importable, readable module and returns its
     path. `LAUNCHES` at its end lists the launch plan in @main's order of kernels."""
-    from smelt.lowering.triton.emit import module_source
+    from smelt.lowering.triton.source import module_source
 
     os.makedirs(directory, exist_ok=True)
     stem = re.sub(r"\W", "_", name)

@@ -28,7 +28,8 @@ from xdsl.ir import SSAValue
 
 from smelt.dialects.loop import AllocOp, ConstantOp, ViewOp
 from smelt.errors import SmeltError
-from smelt.lowering.triton.emit import TritonKernel, module_kernels, module_source
+from smelt.lowering.triton.emit import TritonKernel
+from smelt.lowering.triton.source import module_kernels, module_source
 from smelt.lowering.triton.emit_dot import FP32_DOT_ATTR
 
 _LOADED: dict[str, ModuleType] = {}
