@@ -75,6 +75,12 @@ def _program(text: str) -> TritonProgram:
     return TritonProgram(module, DEVICE)
 
 
+def _onnx_program(model: onnx.ModelProto) -> TritonProgram:
+    module = import_graph(model)
+    lower(module, pipelines.preset("gpu"))
+    return TritonProgram(module, DEVICE)
+
+
 def _main(args: list[tuple[str, tuple[int, ...], str]], out: tuple, body: str) -> str:
     sig = ", ".join(f"%{n}: {_t(s, d)}" for n, s, d in args)
     names = ", ".join(f'"{n}"' for n, _, _ in args)
@@ -219,9 +225,7 @@ def conv_case(n: int = 64, c: int = 256, hw: int = 56) -> Case:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [n, c, hw, hw])], inits,
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    module = import_graph(model)
-    lower(module, pipelines.preset("gpu"))
-    program = TritonProgram(module, DEVICE)
+    program = _onnx_program(model)
     tw = [torch.from_numpy(a).to(DEVICE) for a in (w, bias, scale, shift, mean, var)]
     x = torch.randn((n, c, hw, hw), device=DEVICE, dtype=torch.float16)
 
@@ -265,9 +269,7 @@ def gemm_int8_case(m: int = 8192, n: int = 4096, k: int = 4096) -> Case:
         [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])],
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    module = import_graph(model)
-    lower(module, pipelines.preset("gpu"))
-    program = TritonProgram(module, DEVICE)
+    program = _onnx_program(model)
     a = torch.randint(-128, 128, (m, k), device=DEVICE, dtype=torch.int8)
     b = torch.randint(-128, 128, (k, n), device=DEVICE, dtype=torch.int8)
     return Case(
@@ -280,9 +282,7 @@ def gemm_int8_case(m: int = 8192, n: int = 4096, k: int = 4096) -> Case:
 
 
 def model_case(name: str, model: onnx.ModelProto, flops: float) -> Case:
-    module = import_graph(model)
-    lower(module, pipelines.preset("gpu"))
-    program = TritonProgram(module, DEVICE)
+    program = _onnx_program(model)
     net = OnnxTorch(model, DEVICE)
     inputs = []
     for info in model.graph.input:

@@ -119,7 +119,8 @@ def artifact_run_args(argv: Sequence[str] | None) -> argparse.Namespace | None:
 
 def cmd_run_artifact(args: argparse.Namespace) -> int:
     import smelt
-    from smelt.compiler.cli import load_inputs, random_inputs, run_and_show
+    from smelt.compiler.cli_inputs import load_inputs, random_inputs
+    from smelt.compiler.cli_output import run_and_show
 
     t0 = time.perf_counter()
     model = smelt.load(args.artifact)

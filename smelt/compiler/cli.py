@@ -9,12 +9,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
 from smelt.compiler.artifact_cli import add_compile_parser, artifact_run_args
 from smelt.compiler.cli_inputs import (
     DEFAULT_MODEL,
-    _graph_inputs,
     dynamic_inputs,
     load_inputs,
     onnx_load,
@@ -23,7 +20,13 @@ from smelt.compiler.cli_inputs import (
     random_inputs,
     resolve_model,
 )
+from smelt.compiler.cli_output import (  # test_cli imports one of them from here
+    check_against_onnxruntime,
+    print_profile,
+    run_and_show,
+)
 from smelt.errors import InternalError, SmeltError, internal_errors
+
 
 def memory_size(text: str) -> int:
     """`--memory-limit`'s value: bytes from 8G, 512M, 1.5G, 4096 (binary units)."""
@@ -163,91 +166,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             source, feeds, outputs, args.tolerance, constants
         )
     return 0
-
-
-def run_and_show(model, feeds: dict, output: str | None) -> dict:
-    """Runs `model` once, prints the time and the head of each output, and writes
-    them to the .npz `output` when given; returns them."""
-    t0 = time.perf_counter()
-    outputs = model.run(feeds)
-    print(f"ran in {(time.perf_counter() - t0) * 1e3:.1f} ms")
-    for name, value in outputs.items():
-        flat = value.reshape(-1)
-        head = np.array2string(flat[:5], precision=5, separator=", ")
-        more = " …" if flat.size > 5 else ""
-        print(f"  {name}: {value.dtype}{list(value.shape)} {head}{more}")
-    if output:
-        try:
-            np.savez(output, **outputs)
-        except OSError as e:
-            raise SmeltError(f"cannot write the outputs to '{output}': {e}") from None
-        print(f"wrote {output}")
-    return outputs
-
-
-def print_profile(model, feeds, runs: int, top: int = 25) -> None:
-    """Per-kernel time of `runs` more runs (after the first), slowest first."""
-    model.profile()  # drop the first run (page faults, pool start)
-    t0 = time.perf_counter()
-    for _ in range(runs):
-        model.run(feeds)
-    wall = (time.perf_counter() - t0) / runs
-    rows = model.profile()
-    total = max(sum(row.seconds for row in rows) / runs, 1e-12)
-    print(f"profile over {runs} runs: {wall * 1e3:.2f} ms per run, "
-          f"{total * 1e3:.2f} ms in {len(rows)} kernels")
-    print(f"  {'kernel':<40} {'calls':>5} {'ms/run':>8} {'share':>6}  onnx nodes")
-    for row in rows[:top]:
-        ms = row.seconds / runs * 1e3
-        share = row.seconds / runs / total
-        print(f"  {row.kernel:<40} {row.calls:>5} {ms:>8.3f} {share:>6.1%}  "
-              f"{_node_list(row.nodes)}")
-    if len(rows) > top:
-        rest = sum(row.seconds for row in rows[top:]) / runs
-        print(f"  {f'({len(rows) - top} more)':<40} {'':>5} {rest * 1e3:>8.3f} "
-              f"{rest / total:>6.1%}")
-
-
-def _node_list(nodes, limit: int = 6) -> str:
-    """A profile line's ONNX nodes: the first `limit`, then how many more."""
-    shown = ", ".join(nodes[:limit])
-    return shown + (f" (+{len(nodes) - limit} more)" if len(nodes) > limit else "")
-
-
-def check_against_onnxruntime(
-    path, feeds, outputs, tolerance: float, constants: dict | None = None
-) -> int:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise SmeltError("--check needs onnxruntime: pip install onnxruntime") from None
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    feeds = dict(feeds)
-    if constants:  # fed to onnxruntime as the values smelt compiled in
-        from smelt.frontend.onnx_constants import constant_array
-
-        for info in _graph_inputs(path):
-            if info.name in constants:
-                feeds[info.name] = constant_array(info, constants[info.name])
-    expected = dict(zip(names, session.run(names, feeds)))
-    worst, mismatched = 0.0, False
-    for name, value in outputs.items():
-        ref = np.asarray(expected[name])
-        if value.shape != ref.shape or value.dtype != ref.dtype:
-            print(f"  vs onnxruntime {name}: smelt gave {value.dtype}{list(value.shape)}"
-                  f", onnxruntime {ref.dtype}{list(ref.shape)}")
-            mismatched = True
-            continue
-        scale = max(float(np.max(np.abs(ref))), 1e-30) if ref.size else 1.0
-        err = float(np.max(np.abs(value.astype(np.float64) - ref))) / scale if ref.size else 0.0
-        worst = max(worst, err)
-        print(f"  vs onnxruntime {name}: max relative error {err:.2e}")
-    ok = worst <= tolerance and not mismatched
-    print(f"check {'PASSED' if ok else 'FAILED'} (tolerance {tolerance:g})")
-    return 0 if ok else 2
 
 
 def cmd_report(args: argparse.Namespace) -> int:
