@@ -13,13 +13,13 @@ from test_llvm_target import parse
 from test_loop_vectorize import (
     REDUCE,
     compiled,
-    random_kernel,
     reduce_kernel,
     row_kernel,
     run_both,
     shift_kernel,
     softmax_kernel,
 )
+from test_loop_vectorize_bodies import random_kernel
 from xdsl.dialects import memref, vector
 
 from smelt.dialects import loop
