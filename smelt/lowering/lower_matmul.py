@@ -47,8 +47,8 @@ def emit_contraction(
     io: KernelIO, a: Arith, c: Contraction, finish: Epilogue | None = None
 ) -> None:
     """Dot form (scalar iter_arg over k innermost) when n is 1, `c.streamed`, the
-    type is a 16-bit float or no output can hold partial sums (nor a scratch from `prepare`, the
-    one extra input); else the axpy form (a zero fill, an
+    type is a 16-bit float or no output can hold partial sums (nor a scratch from
+    `prepare`, the one extra input); else the axpy form (a zero fill, an
     m-k-n band accumulating in the output with n innermost, then the epilogue),
     which LLVM vectorizes along n and `loop-schedule` register-blocks. `finish(acc, b, m, n)` maps a finished sum (gemm's alpha,
     beta * C) before the fused epilogue sees it."""
@@ -124,11 +124,19 @@ def emit_matmul(io: KernelIO, op: graph.MatMulOp) -> None:
     emit_contraction(io, a, c)
 
 
+def _cpu_module(op: Operation) -> ModuleOp | None:
+    """The module of `op` when it is compiled for a CPU (`#target.cpu`), else None."""
+    module = op.get_toplevel_object()
+    if isinstance(module, ModuleOp) and target.cpu_target(module) is not None:
+        return module
+    return None
+
+
 def _streamed(op: Operation, m: int, n: int, k: int) -> bool:
     """A CPU target's single-row contraction over a weight (n × k, contiguous in
     k) that `schedules.streams_weight` reads in the dot form, unpacked."""
-    module = op.get_toplevel_object()
-    if not (isinstance(module, ModuleOp) and target.cpu_target(module) is not None):
+    module = _cpu_module(op)
+    if module is None:
         return False
     size = n * k * dtypes.byte_size(graph.element_type_of(op.rhs))
     return schedules.streams_weight(of_module(module), m, size)
@@ -173,8 +181,7 @@ def prepare(
     the quantize of a QDQ attention matmul): the axpy form can then accumulate
     in it instead of falling back to the dot form, which no schedule tiles.
     CPU targets only (`#target.cpu`): the triton target keeps the dot form."""
-    module = op.get_toplevel_object()
-    if not (isinstance(module, ModuleOp) and target.cpu_target(module) is not None):
+    if _cpu_module(op) is None:
         return []
     result = op.results[0]
     vector_rhs = isinstance(op, graph.MatMulOp) and len(graph.shape_of(op.rhs)) == 1

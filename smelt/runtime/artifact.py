@@ -35,7 +35,8 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
-from smelt.lowering.llvm.program import ALIGN, ENTRY, NativeProgram, aligned_empty
+from smelt.dialects.weights import ALIGN, aligned_empty
+from smelt.lowering.llvm.program import ENTRY, NativeProgram
 from smelt.runtime.model import CompiledModel, TensorSpec
 from smelt.lowering.llvm.object_code import load_objects
 from smelt.targets.cpu_spec import KNOWN_FEATURES, CpuSpec, host, host_lacks

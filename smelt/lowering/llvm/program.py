@@ -19,7 +19,7 @@ from functools import cache, cached_property
 import llvmlite.binding as llvm
 import numpy as np
 
-from smelt.dialects.weights import ALIGN, aligned_empty
+from smelt.dialects.weights import aligned_empty
 from smelt.errors import InvalidInput, InvalidModel, SmeltError
 from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
 
@@ -37,7 +37,6 @@ POOL_START = "smelt_pool_start"
 how many threads the pool has (fewer if the system refused some)."""
 POOL_STOP = "smelt_pool_stop"
 """void smelt_pool_stop(ptr pool): wakes, stops and joins every worker."""
-
 
 Signature = Sequence[tuple[tuple[int, ...], np.dtype]]
 """(shape, dtype) of each of @main's buffers: inputs, then outputs."""
