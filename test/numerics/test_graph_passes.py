@@ -20,7 +20,7 @@ from models import (
 )
 
 from smelt.compiler.driver import lower
-from smelt.compiler.pipelines import GRAPH_OPT, GRAPH_OPT_NHWC
+from smelt.compiler.pipelines import GRAPH_OPT, GRAPH_OPT_NHWC, split
 from smelt.dialects import graph
 from smelt.frontend.onnx import import_model
 from smelt.runtime.reference import run_graph
@@ -49,7 +49,7 @@ def test_graph_pipeline_preserves_outputs(name):
     model, feeds = build(name)
     module = import_model(model)
     before = run_graph(module, feeds)
-    for pass_name in GRAPH_OPT_NHWC.split(","):
+    for pass_name in split(GRAPH_OPT_NHWC):
         lower(module, pass_name)
         module.verify()
         after = run_graph(module, feeds)

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import smelt
 from smelt.compiler.driver import import_graph, lower
-from smelt.compiler.pipelines import preset
+from smelt.compiler.pipelines import preset, split
 from smelt.dialects import locations
 from smelt.dialects.quant_gemm import (
     VARIANTS,
@@ -118,7 +118,7 @@ def _compile(model, cpu: str, pack: bool = True):
 
 def _variants(model, cpu: str) -> list[str]:
     module = import_graph(model)
-    spec = preset("cpu", cpu=cpu).split(",")[0]
+    spec = split(preset("cpu", cpu=cpu))[0]
     lower(module, f"{spec},graph-fold-constants,graph-simplify,{QDQ}")
     return [op.attr("variant") for op in module.walk() if isinstance(op, QGemmOp)]
 
@@ -298,7 +298,7 @@ def qdq_linear(m, k, n, act, tail: str, seed=0):
 
 def _epilogues(model, cpu: str) -> list[str]:
     module = import_graph(model)
-    spec = preset("cpu", cpu=cpu).split(",")[0]
+    spec = split(preset("cpu", cpu=cpu))[0]
     lower(module, f"{spec},graph-fold-constants,graph-simplify,{QDQ}")
     return [
         op.attr("epilogue", "requantize")

@@ -143,7 +143,7 @@ def test_reduce_range_writes_7_bit_weights_that_avx2_multiplies_with_vpmaddubsw(
     """reduce_range: weights in [-64, 64] (scale max|w| / 64), still accurate; on
     a CPU without VNNI (x86-64-v3) quant-pack-gemm then takes vpmaddubsw."""
     from smelt.compiler.driver import import_graph, lower
-    from smelt.compiler.pipelines import preset
+    from smelt.compiler.pipelines import preset, split
     from smelt.dialects.quant_gemm import QGemmOp
 
     model = mlp()
@@ -155,7 +155,7 @@ def test_reduce_range_writes_7_bit_weights_that_avx2_multiplies_with_vpmaddubsw(
     assert np.abs(arrays["w1_quantized"]).max() == 64
     assert result.accuracy.cosine >= 0.99
     module = import_graph(result.model)
-    passes = preset("cpu", cpu="x86-64-v3").split(",")
+    passes = split(preset("cpu", cpu="x86-64-v3"))
     lower(module, ",".join(passes[: passes.index("quant-pack-gemm") + 1]))
     variants = {op.attr("variant") for op in module.walk() if isinstance(op, QGemmOp)}
     assert variants == {"maddubs256"}
