@@ -39,6 +39,7 @@ from onnx import numpy_helper
 sys.path.insert(0, os.path.dirname(__file__))
 
 import models  # noqa: E402
+from int8_oracle import ort_outputs as ort_run  # noqa: E402
 
 ACTS = ("u8", "s8")
 LIGHT = [
@@ -133,19 +134,6 @@ def output_steps(model: onnx.ModelProto) -> dict[str, float]:
     return steps
 
 
-def ort_run(model: onnx.ModelProto, feeds: dict, optimized: bool) -> list:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if not optimized:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return session.run(None, feeds)
-
-
 def within(ours: list, theirs: list, steps: list[float]) -> tuple[float, float]:
     """(fraction of all output elements within one step, the most steps off)."""
     hits, total, worst = 0, 0, 0.0
@@ -209,12 +197,15 @@ HEADER = (
 )
 
 
-def quantized_case(name: str, act: str) -> tuple[onnx.ModelProto, dict]:
+def quantized_case(
+    name: str, act: str, reduce_range: bool = False
+) -> tuple[onnx.ModelProto, dict]:
     """(onnxruntime's QDQ model of `name`, a test feed): calibration seed 1, feed
-    seed 99."""
+    seed 99; `reduce_range`: 7-bit weights (see `ort_quantize`)."""
     fp32 = float_model(name)
     calib = input_batches(fp32, CALIBRATION, seed=1)
-    return ort_quantize(fp32, calib, act), input_batches(fp32, 1, seed=99)[0]
+    qmodel = ort_quantize(fp32, calib, act, reduce_range)
+    return qmodel, input_batches(fp32, 1, seed=99)[0]
 
 
 def run_case(name: str, act: str) -> Row:

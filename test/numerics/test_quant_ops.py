@@ -1,12 +1,14 @@
-"""Quantization through smelt.compile against onnxruntime: a QDQ matmul with a
-per-channel int8 weight (kept as int8 data), QuantizeLinear's rounding ties and
-saturation, and the QOperator ops (QLinearMatMul, QLinearConv, MatMulInteger,
-ConvInteger) at odd shapes, in uint8 and int8."""
+"""Quantization through smelt.compile against oracles exact on every host
+(int8_oracle.py): a QDQ matmul with a per-channel int8 weight (kept as int8
+data) against onnxruntime's QDQ graph as written, QuantizeLinear's rounding ties
+and saturation against onnxruntime, and the QOperator ops (QLinearMatMul,
+QLinearConv, MatMulInteger, ConvInteger) at odd shapes, in uint8 and int8,
+against onnx's reference evaluator (integer numpy: onnxruntime's u8·s8 kernels
+saturate on hosts without VNNI)."""
 
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -15,6 +17,8 @@ from smelt.compiler.driver import import_graph
 from smelt.dialects import dtypes, graph
 from smelt.dialects import quant as q
 from smelt.errors import SmeltError
+
+from int8_oracle import ort_outputs, reference_outputs
 
 RNG = np.random.default_rng(14)
 F32 = TensorProto.FLOAT
@@ -34,11 +38,15 @@ def model(nodes, inputs, outputs, initializers=(), opset: int = 21):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def both(m, feeds):
+def both(m, feeds, oracle: str = "ort"):
+    """(smelt's outputs, the oracle's): "ort" onnxruntime's default run, "ort-qdq"
+    its run of the graph as written (no int8 kernel), "reference" onnx's
+    reference evaluator."""
     ours = smelt.compile(m).run(feeds)
     ours = list(ours.values()) if isinstance(ours, dict) else list(ours)
-    theirs = ort.InferenceSession(m.SerializeToString()).run(None, feeds)
-    return ours, theirs
+    if oracle == "reference":
+        return ours, reference_outputs(m, feeds)
+    return ours, ort_outputs(m, feeds, optimized=oracle == "ort")
 
 
 def _integers(dtype, shape):
@@ -72,7 +80,7 @@ def _qdq_matmul(act=np.uint8):
 def test_qdq_matmul_with_a_per_channel_int8_weight(act):
     m = _qdq_matmul(act)
     x = RNG.uniform(-2, 2, (5, 7)).astype(np.float32)
-    (ours,), (theirs,) = both(m, {"x": x})
+    (ours,), (theirs,) = both(m, {"x": x}, "ort-qdq")
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
@@ -167,9 +175,10 @@ def test_float8_is_refused_clearly():
 # --- QOperator ops -------------------------------------------------------------------
 
 
-def _close_to_ort(ours, theirs):
-    """Requantized outputs: onnxruntime rounds a float32 product, smelt (as the
-    ONNX reference) a float64 one, so near-ties may differ by one step."""
+def _close(ours, theirs):
+    """Requantized outputs: the scale product may be rounded to float32 or kept
+    in float64 (onnx's reference: int32 · float32 in numpy), so near-ties may
+    differ by one step."""
     diff = np.abs(ours.astype(np.int32) - theirs.astype(np.int32))
     assert diff.max() <= 1
     assert (diff == 0).mean() >= 0.99
@@ -194,8 +203,8 @@ def test_qlinear_matmul_odd_shapes(dtype):
         [("y", t, [3, 5, 13])],
         inits,
     )
-    (ours,), (theirs,) = both(m, {"a": a, "b": b})
-    _close_to_ort(ours, theirs)
+    (ours,), (theirs,) = both(m, {"a": a, "b": b}, "reference")
+    _close(ours, theirs)
 
 
 def test_qlinear_conv_per_channel_with_bias_stride_and_pads():
@@ -220,8 +229,8 @@ def test_qlinear_conv_per_channel_with_bias_stride_and_pads():
         [("y", TensorProto.UINT8, [2, 5, 5, 11])],
         inits,
     )
-    (ours,), (theirs,) = both(m, {"x": x})
-    _close_to_ort(ours, theirs)
+    (ours,), (theirs,) = both(m, {"x": x}, "reference")
+    _close(ours, theirs)
 
 
 @pytest.mark.parametrize("b_type", [np.uint8, np.int8])
@@ -233,7 +242,7 @@ def test_matmul_integer_is_exact(b_type):
         [("y", TensorProto.INT32, [4, 6])],
         [("a_z", np.array(17, np.uint8)), ("b_z", np.array(3, b_type))],
     )
-    (ours,), (theirs,) = both(m, {"a": a, "b": b})
+    (ours,), (theirs,) = both(m, {"a": a, "b": b}, "reference")
     np.testing.assert_array_equal(ours, theirs)
 
 
@@ -252,5 +261,5 @@ def test_conv_integer_is_exact():
         [("y", TensorProto.INT32, [1, 3, 7, 5])],
         [("x_z", np.array(9, np.uint8)), ("w_z", np.array(200, np.uint8))],
     )
-    (ours,), (theirs,) = both(m, {"x": x, "w": w})
+    (ours,), (theirs,) = both(m, {"x": x, "w": w}, "reference")
     np.testing.assert_array_equal(ours, theirs)

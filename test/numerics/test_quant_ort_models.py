@@ -1,7 +1,9 @@
 """The onnx package's light_* models (random weights) quantized by onnxruntime's
 quantize_static (QDQ, per-channel int8 weights, u8 or s8 activations), compiled by
 smelt at O2, against onnxruntime's run of the same file (quant_ort_models.py runs
-every model with both activation types and writes quant_ort_models.md).
+every model with both activation types and writes quant_ort_models.md). On hosts
+without VNNI the files have 7-bit weights, the only ones onnxruntime's int8
+kernels compute exactly there (int8_oracle.py).
 
 Each case asserts: within one quantization step (`output_steps`) of onnxruntime's
 default run on >= 99.9% of the output elements; and at least as close to
@@ -19,6 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import smelt
+from int8_oracle import ort_weight_bits
 from quant_ort_models import (
     contractions,
     ort_quantize,
@@ -27,6 +30,10 @@ from quant_ort_models import (
     quantized_case,
     within,
 )
+
+# onnxruntime's default run (its int8 kernels) is exact for 8-bit weights only
+# with VNNI: elsewhere the files have 7-bit weights (int8_oracle.py says why).
+REDUCE_RANGE = ort_weight_bits() == 7
 
 # One activation type per model, alternating, both for resnet50. Not here (CI
 # time: their compiles take minutes on 2 cores): light_shufflenet, light_vgg19,
@@ -51,7 +58,7 @@ def grouped_convs(model) -> int:
 
 @pytest.mark.parametrize("name, act", CASES)
 def test_light_model(name, act):
-    qmodel, feeds = quantized_case(name, act)
+    qmodel, feeds = quantized_case(name, act, REDUCE_RANGE)
     got = smelt.compile(qmodel, "cpu", level="O2").run(feeds)
     names = [o.name for o in qmodel.graph.output]
     ours = [got[n] for n in names]
@@ -89,7 +96,7 @@ def test_weight_quantized_as_activation():
     )  # fmt: skip
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     calib = [{"x": rng.standard_normal((4, 64)).astype(np.float32)} for _ in range(2)]
-    qmodel = ort_quantize(model, calib, "u8")
+    qmodel = ort_quantize(model, calib, "u8", REDUCE_RANGE)
     assert any(n.op_type == "QuantizeLinear" and n.input[0] == "w"
                for n in qmodel.graph.node)  # fmt: skip
     assert contractions(qmodel) == (1, 0)
