@@ -67,6 +67,14 @@ product over a streamed weight, `lower_matmul`)."""
 ITERATIONS_ATTR = "loop.iterations"
 """On a kernel: it runs a sequential loop of this many iterations around several
 loop nests (the kernel of a `graph.loop`, smelt/lowering/lower_loop.py)."""
+ELEMENTWISE_ATTR = "loop.elementwise"
+"""On a kernel of one elementwise loop nest with this many outputs (the last
+arguments): an output may be the very bytes of an input of its shape that dies at
+the call (buffer-plan's in-place reuse); the passes and the llvm target then
+assume that its buffers may alias (`loop_analysis.may_alias`)."""
+WORK_ATTR = "loop.work"
+"""On an op inside a kernel (a `func.call` of a library routine): the ops one run of
+it stands for, in `loop_analysis.work`'s estimate."""
 SCHEDULE_ATTR = "loop.schedule"
 """On a kernel: the schedule steps that loop-schedule-plan chose and
 loop-schedule-apply has yet to run (a list of dictionaries: kind, role, sizes,

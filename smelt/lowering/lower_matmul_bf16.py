@@ -36,7 +36,6 @@ from smelt.lowering.loop_builder import Index, KernelBuilder
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import broadcast_index
 from smelt.lowering.scalar_ops import Arith, memref_type
-from smelt.passes.loop_analysis import WORK_ATTR
 from smelt.targets.cpu_spec import CpuSpec
 
 
@@ -173,7 +172,7 @@ def _emit_call(io: KernelIO) -> SSAValue:
     with io.k.loop(count) as u:
         call = func.CallOp(CALLEE, [a, wp, scratch, u], [])
         # vector ops per call: 2·MR dp per MR rows, k pair and panel
-        call.attributes[WORK_ATTR] = IntegerAttr(m * chunk * (kk + 1), 64)
+        call.attributes[loop.WORK_ATTR] = IntegerAttr(m * chunk * (kk + 1), 64)
         io.k.emit(call)
     return scratch
 

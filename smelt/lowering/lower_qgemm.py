@@ -37,6 +37,7 @@ from xdsl.ir import Attribute, SSAValue
 from smelt.dialects.dtypes import i8, i16
 from smelt.dialects.graph_base import shape_of
 from smelt.dialects.graph_data import ConstantOp
+from smelt.dialects.loop import WORK_ATTR
 from smelt.dialects.quant_gemm import (
     CALLEE,
     PARAMS_ATTR,
@@ -48,7 +49,6 @@ from smelt.dialects.quant_gemm import (
 )
 from smelt.errors import SmeltError
 from smelt.lowering.loop_context import LoweringContext
-from smelt.passes.loop_analysis import WORK_ATTR
 
 
 def _constant_int(op: QGemmOp, value: SSAValue, what: str) -> int:

@@ -15,7 +15,6 @@ from smelt.dialects import dtypes, locations, loop
 from smelt.dialects.weights import ALIGN
 from smelt.errors import SmeltError
 
-INPLACE_ATTR = "loop.elementwise"  # kernels whose output may overwrite a dying input
 
 
 def nbytes(t: MemRefType) -> int:
@@ -68,9 +67,9 @@ def _inplace_pairs(buffers: list[Buffer], calls, kernels) -> dict[int, Buffer]:
     taken: set[int] = set()
     for i, call in enumerate(calls):
         kernel = kernels.get(call.callee.string_value())
-        if kernel is None or INPLACE_ATTR not in kernel.attributes:
+        if kernel is None or loop.ELEMENTWISE_ATTR not in kernel.attributes:
             continue
-        n_out = int(kernel.attributes[INPLACE_ATTR].value.data)  # outputs at the end
+        n_out = int(kernel.attributes[loop.ELEMENTWISE_ATTR].value.data)  # outputs at the end
         ins, outs = call.arguments[:-n_out], call.arguments[-n_out:]
         for out in outs:
             ob = by_value.get(_root(out))

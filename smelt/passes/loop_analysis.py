@@ -13,11 +13,6 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from smelt.dialects import dtypes, loop
 
-ELEMENTWISE_ATTR = "loop.elementwise"
-"""Kernels whose output buffer-plan may place over an input (`buffer_plan.py`)."""
-WORK_ATTR = "loop.work"
-"""On an op inside a kernel (a `func.call` of a library routine): the ops one run of
-it stands for, in `work`'s estimate."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +175,7 @@ def enclosing_kernel(op: Operation) -> func.FuncOp | None:
 
 def is_elementwise_kernel(op: Operation) -> bool:
     kernel = enclosing_kernel(op)
-    return kernel is not None and ELEMENTWISE_ATTR in kernel.attributes
+    return kernel is not None and loop.ELEMENTWISE_ATTR in kernel.attributes
 
 
 def memory_ops(block: Block) -> Iterator[Operation]:
@@ -195,7 +190,7 @@ def work(block: Block) -> int:
     for op in block.ops:
         if isinstance(op, loop.ForOp):
             total += op.trip_count * work(op.body.block)
-        elif isinstance(hint := op.attributes.get(WORK_ATTR), IntegerAttr):
+        elif isinstance(hint := op.attributes.get(loop.WORK_ATTR), IntegerAttr):
             total += hint.value.data  # a call of a library routine
         elif not isinstance(op, loop.YieldOp):
             total += 1

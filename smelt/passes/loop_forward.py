@@ -13,7 +13,6 @@ from xdsl.passes import ModulePass
 from smelt.dialects import loop
 from smelt.passes import loop_nest
 from smelt.passes.loop_promote import (
-    ELEMENTWISE_ATTR,
     MEMORY_OPS,
     _accessed_type,
     _buffer,
@@ -257,6 +256,6 @@ class LoopForwardPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in loop_nest.kernels(op, self.kernel):
-            if ELEMENTWISE_ATTR in kernel.attributes:
+            if loop.ELEMENTWISE_ATTR in kernel.attributes:
                 continue
             forward(kernel.body.block, {})

@@ -14,7 +14,6 @@ from smelt.dialects import dtypes, loop
 from smelt.passes import loop_nest
 from smelt.passes.vector_ops import zeros
 
-ELEMENTWISE_ATTR = "loop.elementwise"  # buffers of these kernels may share bytes
 
 MEMORY_OPS = (
     memref.LoadOp,
@@ -219,7 +218,7 @@ def promote(op: loop.ForOp) -> loop.ForOp:
         }                                          memref.store %r, %c[%i]
     """
     kernel = next((p for p in _parents(op) if loop.is_kernel(p)), None)
-    if kernel is not None and ELEMENTWISE_ATTR in kernel.attributes:
+    if kernel is not None and loop.ELEMENTWISE_ATTR in kernel.attributes:
         return op
     loop_nest.hoist_invariant_index_ops(op)
     found = cells(op)
