@@ -34,15 +34,21 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
 from smelt.dialects.weights import ALIGN, aligned_empty
-from smelt.lowering.llvm.program import ENTRY, NativeProgram
-from smelt.runtime.model import CompiledModel, TensorSpec
+from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
 from smelt.lowering.llvm.object_code import load_objects
-from smelt.targets.cpu_spec import KNOWN_FEATURES, CpuSpec, host, host_lacks
+from smelt.lowering.llvm.program import (
+    ENTRY,
+    NativeProgram,
+    NeedsMismatch,
+    cpu_record,
+    recorded_needs,
+)
+from smelt.runtime.model import CompiledModel, TensorSpec
+from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
 
 FORMAT = "smelt-artifact"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Bumped whenever the manifest or the native interface changes meaning."""
 MANIFEST, WEIGHTS = "manifest.json", "weights.bin"
 SUFFIX = ".smelt"
@@ -89,7 +95,7 @@ def save(
         "llvmlite_version": llvmlite.__version__,
         "llvm_version": ".".join(map(str, llvm.llvm_version_info)),
         "triple": llvm.get_process_triple(),
-        "cpu": _spec_record(program.spec),
+        "cpu": cpu_record(program.spec),
         "cpu_text": str(program.spec),
         "pipeline": model.info.get("pipeline"),
         "options": options,
@@ -178,6 +184,7 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
         )
         blob = _member(z, manifest, WEIGHTS, path)
     engine = load_objects(code, ENTRY, f"the artifact '{path}'")
+    spec, missing = _check_code_cpu(engine, missing, path, check_cpu)
     p = manifest["program"]
     try:
         signature = [(tuple(s), _dtype(d)) for s, d in p["signature"]]
@@ -196,13 +203,21 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
             tuple(p["check_messages"]),
             object_code=code,
             missing_features=missing,
-            profiled_nodes=tuple(tuple(n) for n in p.get("profiled_nodes", ())),
+            profiled_nodes=_profiled_nodes(p.get("profiled_nodes", [])),
         )
         inputs = [_tensor_spec(t) for t in manifest["inputs"]]
         outputs = [_tensor_spec(t) for t in manifest["outputs"]]
-    except (KeyError, TypeError, ValueError) as e:
+    except NeedsMismatch as e:
+        field = _MANIFEST_FIELDS.get(e.field, f"program.{e.field}")
+        why = (
+            f"its manifest's {field} ({e.given}) is not what its code was built "
+            f"for ({e.recorded})"
+        )
+        raise _damaged(path, why) from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         why = f"its manifest is incomplete ({type(e).__name__}: {e})"
         raise _damaged(path, why) from None
+    _check_tensors(inputs + outputs, program, path)
     info = {
         "pipeline": manifest.get("pipeline"),
         "target": "cpu",
@@ -214,6 +229,41 @@ def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
         "seconds": {"load": time.perf_counter() - t0},
     }
     return CompiledModel(program, inputs, outputs, info)
+
+
+_MANIFEST_FIELDS = {"input_names": "inputs", "output_names": "outputs", "cpu": "cpu"}
+"""The manifest's name of a `code_needs` field (the others sit under program.)."""
+
+
+def _profiled_nodes(records) -> tuple[tuple[str, ...], ...]:
+    """The ONNX node names of each profiled call (lists of strings)."""
+    if not isinstance(records, list) or not all(
+        isinstance(r, list) and all(isinstance(n, str) for n in r) for r in records
+    ):
+        raise TypeError("program.profiled_nodes is not a list of lists of names")
+    return tuple(tuple(r) for r in records)
+
+
+def _check_tensors(specs: list[TensorSpec], program: NativeProgram, path: str):
+    """Refuses inputs / outputs records other than the buffers the code takes."""
+    names = [*program.input_names, *program.output_names]
+    for i, spec in enumerate(specs):
+        kind = "inputs" if i < len(program.input_names) else "outputs"
+        if i >= len(names) or spec.name != names[i] or i >= len(program.signature):
+            raise _damaged(path, f"its manifest's {kind} do not match its code")
+        shape, dtype = program.signature[i]
+        signless = {spec.dtype.kind, dtype.kind} <= set("iu")  # loop-level ints
+        same = spec.dtype == dtype or (
+            signless and spec.dtype.itemsize == dtype.itemsize
+        )
+        if spec.shape != shape or not same:
+            raise _damaged(
+                path,
+                f"its manifest's {kind} record {spec.name} as {spec.dtype}"
+                f"{list(spec.shape)}; its code takes {dtype}{list(shape)}",
+            )
+    if len(specs) != len(names):
+        raise _damaged(path, "its manifest's inputs / outputs do not match its code")
 
 
 # -- reading -------------------------------------------------------------------------
@@ -229,7 +279,8 @@ def _open(path: str | os.PathLike) -> zipfile.ZipFile:
 
 
 def _code(manifest: dict[str, Any], path: str) -> list[str]:
-    names = manifest.get("program", {}).get("code")
+    program = manifest.get("program")
+    names = program.get("code") if isinstance(program, dict) else None
     if not names or not all(isinstance(n, str) for n in names):
         raise _damaged(path, "its manifest lists no object code")
     return names
@@ -290,6 +341,28 @@ def _check_host(
     return spec, missing
 
 
+def _check_code_cpu(
+    engine, missing: list[str], path: str, check_cpu: bool
+) -> tuple[CpuSpec, list[str]]:
+    """The CpuSpec the code records it was built for, and the ISA features this
+    CPU lacks of it or of the manifest's (an edited manifest can add refusals,
+    never remove one)."""
+    try:
+        recorded = recorded_needs(engine)
+        cpu = {"cpu": {**recorded["cpu"], "implied": recorded.get("implied")}}
+    except (InvalidModel, KeyError, TypeError) as e:
+        raise _damaged(path, str(e)) from None
+    spec = manifest_spec(cpu, path)
+    lacks = lacking(cpu, path)
+    if check_cpu and lacks:
+        raise UnsupportedModel(
+            f"the artifact '{path}' holds code compiled for {spec.name} with "
+            f"{', '.join(lacks)}, which this CPU ({host().name}) lacks: compile the "
+            "model here, or for a CPU this one covers"
+        )
+    return spec, sorted({*missing, *lacks})
+
+
 def manifest_spec(manifest: dict[str, Any], path: str = "") -> CpuSpec:
     """The CpuSpec the artifact's code was built for."""
     try:
@@ -312,7 +385,7 @@ def lacking(manifest: dict[str, Any], path: str = "") -> list[str]:
     """The ISA features the artifact's code may use that this CPU lacks: smelt's
     known features (`host_lacks`) and, for code built for another CPU model than
     this one, the features LLVM takes from that CPU's name (recorded when it was
-    the build host's own, see `_implied_features`)."""
+    the build host's own, see `implied_features`)."""
     spec = manifest_spec(manifest, path)
     missing = host_lacks(spec)
     implied = manifest["cpu"].get("implied") or []
@@ -320,20 +393,6 @@ def lacking(manifest: dict[str, Any], path: str = "") -> list[str]:
         here = llvm.get_host_cpu_features()
         missing += [str(f) for f in implied if not here.get(str(f), False)]
     return missing
-
-
-def _implied_features(spec: CpuSpec) -> list[str] | None:
-    """For code built for this host's CPU name: the host's other ISA features
-    (LLVM enables a named CPU's features beyond the ones smelt passes, so code for
-    "znver5" may use gfni or avx512vbmi); None for another CPU's name."""
-    if spec.name != host().name:
-        return None
-    found = llvm.get_host_cpu_features()
-    return sorted(
-        f for f, on in found.items()
-        if on and f not in KNOWN_FEATURES
-        and (spec.has("avx512f") or not f.startswith("avx512"))
-    )  # fmt: skip
 
 
 def _segments(blob: np.ndarray, records, path: str) -> tuple[np.ndarray, ...]:
@@ -384,18 +443,6 @@ def _member(
 
 
 # -- records ---------------------------------------------------------------------------
-
-
-def _spec_record(spec: CpuSpec) -> dict[str, Any]:
-    return {
-        "name": spec.name,
-        "implied": _implied_features(spec),
-        "features": sorted(spec.features),
-        "l1d": spec.l1d,
-        "l2": spec.l2,
-        "l3": spec.l3,
-        "cores": spec.cores,
-    }
 
 
 def _tensor_record(spec: TensorSpec) -> dict[str, Any]:

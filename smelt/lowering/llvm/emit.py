@@ -12,6 +12,7 @@ them serially.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -29,27 +30,32 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import locations
+from smelt.dialects.dtypes import to_numpy
 from smelt.dialects.loop import AllocOp, CheckOp, ConstantOp, ForOp, ViewOp, is_kernel
+from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
+from smelt.lowering.llvm import emit_bf16_gemm, int8_gemm
 from smelt.lowering.llvm.emit_kernel import (
     EmitOptions,
     KernelEmitter,
     OpEmitter,
     declare_kernel,
 )
-from smelt.lowering.llvm import emit_bf16_gemm
 from smelt.lowering.llvm.emit_math import MATH_EMITTERS
-from smelt.lowering.llvm import int8_gemm
 from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
 from smelt.lowering.llvm.plan import MemoryPlan, plan_memory
 from smelt.lowering.llvm.program import (
     ENTRY,
+    NEEDS_GLOBAL,
     PROFILE_GLOBAL,
     SEGMENTS_GLOBAL,
     STATUS_GLOBAL,
+    code_needs,
+    implied_features,
 )
+from smelt.lowering.llvm.threads import pool_bytes
 from smelt.lowering.llvm.types import (
     I8,
     I32,
@@ -61,6 +67,7 @@ from smelt.lowering.llvm.types import (
     op_name,
 )
 from smelt.passes.loop_parallelize import THREADS_ATTR
+from smelt.targets.cpu_spec import CpuSpec, host
 
 CALLEES: dict[str, OpEmitter] = {
     emit_bf16_gemm.CALLEE: emit_bf16_gemm.emit_call,
@@ -179,7 +186,7 @@ def lower_module(
     )
     calls = _emit_entry(ir_module, main, functions, plan, options.profile)
     io_types = [a.type for a in main.body.block.args]
-    return LoweredModule(
+    lowered = LoweredModule(
         ir_module,
         plan,
         io_types,  # type: ignore[arg-type]  # checked by _emit_entry
@@ -190,6 +197,35 @@ def lower_module(
         tuple(op.message.data for op in checks),
         tuple(nodes for _, nodes in calls) if options.profile else (),
     )
+    _emit_needs(lowered, module)
+    return lowered
+
+
+def _emit_needs(lowered: LoweredModule, module: ModuleOp) -> None:
+    """Records in the code what it relies on (`NEEDS_GLOBAL`), so that a program
+    given other sizes (an artifact's edited manifest) refuses them."""
+    assert lowered.plan is not None  # lower_module emits @main's plan first
+    attr = cpu_target(module)
+    spec = host() if attr is None else CpuSpec.from_attr(attr)
+    needs = code_needs(
+        lowered.plan.arena_bytes,
+        lowered.plan.weight_bytes,
+        lowered.threads,
+        pool_bytes(lowered.threads),
+        [(buffer_info(t).shape, to_numpy(t.get_element_type()))
+         for t in lowered.io_types],
+        lowered.input_names,
+        lowered.output_names,
+        lowered.check_messages,
+        lowered.profiled_calls,
+        spec,
+    )  # fmt: skip
+    needs["implied"] = implied_features(spec)
+    text = bytearray(json.dumps(needs, sort_keys=True).encode("ascii") + b"\0")
+    array = ir.ArrayType(I8, len(text))
+    declared = ir.GlobalVariable(lowered.ir_module, array, NEEDS_GLOBAL)
+    declared.initializer = ir.Constant(array, text)
+    declared.global_constant = True
 
 
 def _threads(kernels: list[func.FuncOp]) -> int:

@@ -9,19 +9,21 @@ without xdsl (`smelt.runtime.artifact`).
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import threading
 import time
 import weakref
 from collections.abc import Sequence
 from functools import cache, cached_property
+from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
 
 from smelt.dialects.weights import aligned_empty
 from smelt.errors import InvalidInput, InvalidModel, SmeltError
-from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
+from smelt.targets.cpu_spec import KNOWN_FEATURES, CpuSpec, host, host_lacks
 
 ENTRY = "smelt_main"
 """The native entry point: void smelt_main(ptr io, ptr arena, ptr weights, ptr pool)."""
@@ -32,6 +34,11 @@ SEGMENTS_GLOBAL = "smelt_segments"
 bytes it reads of each; a program given other segments refuses to run them."""
 STATUS_GLOBAL = "smelt_status"
 """An i32 global: 0, or the code of a failed `loop.check` (position + 1)."""
+NEEDS_GLOBAL = "smelt_needs"
+"""A constant NUL-terminated ASCII string: the JSON record (`code_needs`) of what
+the code was built for and relies on (arena and pool bytes, threads, @main's
+buffers, check messages, profiled calls, CPU). A program given other values (an
+artifact's manifest edited) refuses to load (`check_needs`)."""
 POOL_START = "smelt_pool_start"
 """i32 smelt_pool_start(ptr pool, i32 threads): starts threads-1 workers, returns
 how many threads the pool has (fewer if the system refused some)."""
@@ -63,6 +70,112 @@ def _check_segments(engine: llvm.ExecutionEngine, weights: tuple[np.ndarray, ...
             f"the program reads {count} weight segments of {sizes} bytes but was "
             f"given {len(given)} of {given}: its weights do not belong to its code"
         )
+
+
+def code_needs(
+    arena_bytes: int,
+    weight_bytes: int,
+    threads: int,
+    pool_bytes: int,
+    signature: Signature,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    check_messages: Sequence[str],
+    profiled_calls: Sequence[str],
+    spec: CpuSpec,
+) -> dict[str, Any]:
+    """The record `NEEDS_GLOBAL` holds (the emitter writes it, a program compares
+    its own arguments with it): each value the native code trusts its caller for."""
+    return {
+        "arena_bytes": int(arena_bytes),
+        "weight_bytes": int(weight_bytes),
+        "threads": int(threads),
+        "pool_bytes": int(pool_bytes),
+        "signature": [
+            [[int(d) for d in shape], np.dtype(dt).name] for shape, dt in signature
+        ],
+        "input_names": [str(n) for n in input_names],
+        "output_names": [str(n) for n in output_names],
+        "check_messages": [str(m) for m in check_messages],
+        "profiled_calls": [str(c) for c in profiled_calls],
+        "cpu": cpu_record(spec, implied=False),
+    }
+
+
+def cpu_record(spec: CpuSpec, implied: bool = True) -> dict[str, Any]:
+    """The JSON record of a CpuSpec (`manifest_spec` reads it back); with
+    `implied`, the features LLVM takes from its name (`implied_features`)."""
+    return {
+        "name": spec.name,
+        **({"implied": implied_features(spec)} if implied else {}),
+        "features": sorted(spec.features),
+        "l1d": spec.l1d,
+        "l2": spec.l2,
+        "l3": spec.l3,
+        "cores": spec.cores,
+    }
+
+
+def implied_features(spec: CpuSpec) -> list[str] | None:
+    """For code built for this host's CPU name: the host's other ISA features
+    (LLVM enables a named CPU's features beyond the ones smelt passes, so code for
+    "znver5" may use gfni or avx512vbmi); None for another CPU's name."""
+    if spec.name != host().name:
+        return None
+    found = llvm.get_host_cpu_features()
+    return sorted(
+        f for f, on in found.items()
+        if on and f not in KNOWN_FEATURES
+        and (spec.has("avx512f") or not f.startswith("avx512"))
+    )  # fmt: skip
+
+
+def recorded_needs(engine: llvm.ExecutionEngine) -> dict[str, Any]:
+    """The record `NEEDS_GLOBAL` of the code in `engine` (InvalidModel without
+    one: code from an older smelt)."""
+    address = engine.get_global_value_address(NEEDS_GLOBAL)
+    if not address:
+        raise InvalidModel(
+            "its code does not record what it needs (built by an older smelt?): "
+            "compile the model again"
+        )
+    try:
+        recorded = json.loads(ctypes.string_at(address))
+    except (ValueError, RecursionError):
+        recorded = None
+    if not isinstance(recorded, dict):
+        raise InvalidModel(
+            f"its code holds an unreadable {NEEDS_GLOBAL} record: compile the "
+            "model again"
+        )
+    return recorded
+
+
+def check_needs(engine: llvm.ExecutionEngine, given: dict[str, Any]) -> None:
+    """Refuses values (`code_needs`) other than those the code recorded in
+    `NEEDS_GLOBAL` when it was built: the arena, pool, buffers and tables the code
+    reads and writes are only as big as it was told then."""
+    recorded = recorded_needs(engine)
+    for field, value in given.items():
+        if recorded.get(field) != value:
+            raise NeedsMismatch(field, value, recorded.get(field))
+
+
+class NeedsMismatch(InvalidModel):
+    """A value given to a program that its code was not built for; `field` names
+    it (a key of `code_needs`)."""
+
+    def __init__(self, field: str, given: Any, recorded: Any) -> None:
+        self.field, self.given, self.recorded = field, _short(given), _short(recorded)
+        super().__init__(
+            f"its {field} ({self.given}) is not what its code was built for "
+            f"({self.recorded}): the record does not belong to the code"
+        )
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class NativeProgram:
@@ -108,8 +221,13 @@ class NativeProgram:
         # The engine owns the code; keep it (and the module) alive with this object.
         self._engine, self._modules, self._tm = engine, modules, tm
         self.object_code = object_code
-        self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
         self.spec = spec or host()
+        # before anything is allocated or called: the sizes are the code's own
+        check_needs(engine, code_needs(
+            arena_bytes, weight_bytes, threads, pool_bytes, signature, input_names,
+            output_names, check_messages, profiled_calls, self.spec,
+        ))  # fmt: skip
+        self._entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
         # features the code may use that this CPU lacks: then it refuses to run
         if missing_features is None:
             missing_features = host_lacks(self.spec)

@@ -1,0 +1,317 @@
+"""An artifact's manifest as hostile input: every field edited, each edit ends in
+one clean error or the right answer (never a crash), and the sizes the native code
+trusts are refused by name when they are not the code's own."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import smelt
+from smelt.errors import InvalidInput, InvalidModel, SmeltError
+from smelt.runtime import artifact
+
+HERE = Path(__file__).resolve().parent
+
+
+def probe_model():
+    """Two inputs, two outputs of other shapes, an intermediate in the arena, a
+    parallel loop at threads=2 (a thread pool) and a Gather (an index check with
+    its message)."""
+    rng = np.random.default_rng(5)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 96])
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 16])
+    g = helper.make_tensor_value_info("g", TensorProto.FLOAT, [3, 32])
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((96, 128)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal((10, 32)).astype(np.float32), "e"),
+        numpy_helper.from_array(rng.standard_normal((128, 16)).astype(np.float32), "v"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Relu", ["m"], ["r"]),
+        helper.make_node("MatMul", ["r", "v"], ["y"]),
+        helper.make_node("Gather", ["e", "i"], ["g"]),
+    ]
+    graph = helper.make_graph(nodes, "probe", [x, i], [y, g], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def probe_feeds() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Good inputs, and inputs whose index the Gather's check refuses."""
+    x = np.random.default_rng(1).standard_normal((64, 96)).astype(np.float32)
+    return {"x": x, "i": np.array([0, 9, -3])}, {"x": x, "i": np.array([0, 11, 2])}
+
+
+# -- the edits -------------------------------------------------------------------------
+
+
+def _replacements(value) -> list:
+    """Values to put in place of `value`: wrong sizes, wrong types, extremes."""
+    if isinstance(value, bool):
+        return [not value, None, 0, "x"]
+    if isinstance(value, int):
+        return [0, -1, value + 1, value - 1, 2 * value + 64, 64, 2**40, 2**64,
+                -(2**63), "7", None, 1.5, math.nan]  # fmt: skip
+    if isinstance(value, float):
+        return [0, -1.0, math.inf, math.nan, None, "x"]
+    if isinstance(value, str):
+        return ["", value + "x", "float64", "../x", 0, None, []]
+    if isinstance(value, list):
+        out: list = [[], None, "x", {}, [value]]
+        if value:
+            out += [value[:-1], value + [value[-1]], value[::-1] if len(value) > 1
+                    else value * 2]  # fmt: skip
+        return out
+    if isinstance(value, dict):
+        return [{}, None, [], "x"]
+    return [0, "x"]  # None
+
+
+def edits(manifest) -> Iterator[tuple[str, Callable[[dict], None]]]:
+    """(label, edit of a manifest in place) for every field at every depth: each
+    value replaced (`_replacements`) and each key or list entry deleted."""
+
+    def walk(value, path: tuple):
+        for i, new in enumerate(_replacements(value)):
+            if path:
+                yield (
+                    f"{_label(path)} = {json.dumps(new)[:40]} #{i}",
+                    _setter(path, new),
+                )
+        if path and not isinstance(path[-1], int):
+            yield f"del {_label(path)}", _deleter(path)
+        if isinstance(value, dict):
+            for key, child in value.items():
+                yield from walk(child, (*path, key))
+        elif isinstance(value, list):
+            for i, child in enumerate(value):
+                yield from walk(child, (*path, i))
+            if value:
+                yield f"del {_label(path)}[0]", _deleter((*path, 0))
+
+    yield from walk(manifest, ())
+
+
+def _label(path: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)[1:]
+
+
+def _parent(manifest, path: tuple):
+    for key in path[:-1]:
+        manifest = manifest[key]
+    return manifest
+
+
+def _setter(path: tuple, new) -> Callable[[dict], None]:
+    def edit(manifest):
+        _parent(manifest, path)[path[-1]] = json.loads(json.dumps(new))
+
+    return edit
+
+
+def _deleter(path: tuple) -> Callable[[dict], None]:
+    def edit(manifest):
+        del _parent(manifest, path)[path[-1]]
+
+    return edit
+
+
+def rewrite(source: Path, target: Path, edit: Callable[[dict], None]) -> None:
+    """`source` written again at `target` with its manifest edited."""
+    with zipfile.ZipFile(source) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    manifest = json.loads(members[artifact.MANIFEST])
+    edit(manifest)
+    members[artifact.MANIFEST] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(target, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+# -- the worker (a subprocess: a crash ends it, not pytest) ----------------------------
+
+
+def outcome(path: Path, expected: dict[str, np.ndarray]) -> str:
+    """How loading and running the artifact at `path` ends: "same" (the right
+    answers, the index check still refusing a bad index), "refused: ..." (a
+    SmeltError), or what went wrong ("wrong: ...", "foreign: ...")."""
+    good, bad = probe_feeds()
+    try:
+        model = smelt.load(path)
+        got = model.run(good)
+        for name, want in expected.items():
+            if name not in got or not np.array_equal(got[name], want):
+                return f"wrong: output {name} differs"
+        try:
+            model.run(bad)
+            return "wrong: an index out of range was not refused"
+        except InvalidInput:
+            pass
+        model.profile()
+        return "same"
+    except SmeltError as e:
+        return f"refused: {type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 (what the probe looks for)
+        return f"foreign: {type(e).__name__}: {e}"
+
+
+def worker(source: str, expected: str, start: int, folder: str) -> None:
+    """Probes edits `start`… of the artifact `source`, one JSON line before
+    ("begin") and after ("end") each, flushed: a crash leaves its "begin"."""
+    want = dict(np.load(expected))
+    with zipfile.ZipFile(source) as z:
+        manifest = json.loads(z.read(artifact.MANIFEST))
+    for i, (label, edit) in enumerate(edits(manifest)):
+        if i < start:
+            continue
+        print(json.dumps({"begin": i, "label": label}), flush=True)
+        target = Path(folder) / f"edit{i}.smelt"
+        rewrite(Path(source), target, edit)
+        result = outcome(target, want)
+        target.unlink()
+        print(json.dumps({"end": i, "label": label, "outcome": result}), flush=True)
+
+
+def run_probes(source: Path, expected: Path, folder: Path) -> dict[str, str]:
+    """Every edit's outcome by label, a crashed or hung probe as "crash: …" or
+    "hang", the worker restarted after it."""
+    results: dict[str, str] = {}
+    start = 0
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); import test_artifact_trust"
+        " as t; t.worker(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])"
+    )
+    while True:
+        log = folder / f"log{start}.jsonl"
+        args = [str(source), str(expected), str(start), str(folder)]
+        cmd = [sys.executable, "-c", code]
+        with log.open("w") as out:
+            process = subprocess.Popen([*cmd, *args], stdout=out, stderr=out)
+            try:
+                process.wait(timeout=600)
+                hung = False
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                hung = True
+        lines = [json.loads(line) for line in log.read_text().splitlines()
+                 if line.startswith("{")]  # fmt: skip
+        begun = None
+        for line in lines:
+            if "end" in line:
+                results[line["label"]] = line["outcome"]
+                begun = None
+            else:
+                begun = line
+        if begun is None:
+            assert process.returncode == 0, log.read_text()[-2000:]
+            return results
+        results[begun["label"]] = "hang" if hung else f"crash: {process.returncode}"
+        start = begun["begin"] + 1
+
+
+# -- the tests -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("probe")
+    compiled = smelt.compile(probe_model(), threads=2, profile=True)
+    assert compiled.program.pool_threads == 2 and compiled.program.check_messages
+    source = compiled.save(folder / "probe.smelt")
+    np.savez(folder / "expected.npz", **compiled.run(probe_feeds()[0]))
+    return Path(source), folder / "expected.npz"
+
+
+def test_every_manifest_field_edited_ends_cleanly(probe, tmp_path):
+    source, expected = probe
+    assert outcome(source, dict(np.load(expected))) == "same"  # the probe itself
+    results = run_probes(source, expected, tmp_path)
+    with zipfile.ZipFile(source) as z:
+        manifest = json.loads(z.read(artifact.MANIFEST))
+    assert len(results) == len(list(edits(manifest))) > 500
+    bad = {k: v for k, v in results.items()
+           if v != "same" and not v.startswith("refused: ")}  # fmt: skip
+    assert not bad, json.dumps(bad, indent=1)[:4000]
+    # the sizes and tables the native program trusts are refused by name
+    named = {
+        "program.threads = 64 #5": "program.threads",
+        "program.arena_bytes = 0 #0": "program.arena_bytes",
+        "program.pool_bytes = 0 #0": "program.pool_bytes",
+        "program.weight_bytes = 0 #0": "program.weight_bytes",
+        "outputs[0].shape = [] #0": "outputs",
+        "outputs[0].shape[0] = 0 #0": "outputs",
+        "program.signature[2][0] = [] #0": "program.signature",
+        "program.check_messages = [] #0": "program.check_messages",
+        "del program.check_messages[0]": "program.check_messages",
+        "program.profiled_calls = [] #0": "program.profiled_calls",
+        "program.code = [] #0": "object code",
+    }
+    for label, needle in named.items():
+        assert results[label].startswith("refused: InvalidModel"), (
+            label,
+            results[label],
+        )
+        assert needle in results[label], (label, results[label])
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda m: m["program"].update(threads=64), "program.threads (64)"),
+        (lambda m: m["program"].update(arena_bytes=0), "program.arena_bytes (0)"),
+        (lambda m: m["outputs"][0].update(shape=[1, 1]), "outputs record y"),
+        (lambda m: m["program"]["signature"][2].__setitem__(0, [1, 1]),
+         "program.signature"),
+        (lambda m: m["program"]["check_messages"].append("extra"),
+         "program.check_messages"),
+    ],
+)  # fmt: skip
+def test_the_probes_of_the_issue_are_refused_by_name(probe, tmp_path, edit, needle):
+    path = tmp_path / "m.smelt"
+    rewrite(probe[0], path, edit)
+    with pytest.raises(InvalidModel, match="is damaged") as info:
+        smelt.load(path)
+    assert needle in str(info.value)
+
+
+def test_an_edited_cache_entry_is_rebuilt(tmp_path):
+    model = probe_model()
+    first = smelt.compile(model, cache=tmp_path, threads=2)
+    entry = Path(first.info["cache_path"])
+    rewrite(entry, entry, lambda m: m["program"].update(threads=64))
+    again = smelt.compile(model, cache=tmp_path, threads=2)
+    assert again.info["cache"].startswith("rebuilt: ")
+    assert "program.threads" in again.info["cache"]
+    good = probe_feeds()[0]
+    for name, value in first.run(good).items():
+        np.testing.assert_array_equal(again.run(good)[name], value)
+    assert smelt.compile(model, cache=tmp_path, threads=2).info["cache"] == "hit"
+
+
+def test_code_without_its_record_is_refused(probe, tmp_path):
+    """Code that does not say what it needs (an older smelt's, or code swapped
+    in) is refused before it runs."""
+    from smelt.lowering.llvm import program
+
+    with pytest.raises(InvalidModel, match="does not record what it needs"):
+
+        class Engine:
+            def get_global_value_address(self, name):
+                assert name == program.NEEDS_GLOBAL
+                return 0
+
+        program.recorded_needs(Engine())  # type: ignore[arg-type]
+    assert os.path.exists(probe[0])
