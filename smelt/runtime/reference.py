@@ -3,7 +3,8 @@ checked against, and the evaluator behind constant folding.
 
 `evaluate(op, args)` runs one graph op with ONNX semantics; `run_graph(module,
 inputs)` runs `@main` of a graph-level module. Each result has exactly its op's
-result type (dtype and shape); float32 ops compute in float32.
+result type (dtype and shape); float32 ops compute in float32, but for
+contractions, which accumulate in float64 (`reference_nn.contract`).
 """
 
 from __future__ import annotations

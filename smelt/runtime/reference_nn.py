@@ -3,6 +3,12 @@ convolution, pooling and contractions (listed in `runtime/kernels.py`).
 
 Convolution is im2col (a strided window view, one copy) and a batched matmul per
 group; pools reduce a window view; nothing loops in Python per element.
+
+Contractions (Conv, MatMul, Gemm) accumulate float32 in float64 and round once
+(`contract`): float32 BLAS sums in an order that depends on the host's kernel and
+on where a column falls in its tile, so outputs equal in exact arithmetic came
+out an ulp apart, column by column and host by host (light_squeezenet's equal
+1e10 logits then gave a softmax of zeros and 1/k's instead of 0.001 everywhere).
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
-from smelt.runtime.reference import lowest, result_shape
 from smelt.registry import Table
+from smelt.runtime.reference import lowest, result_shape
 
 KERNELS = Table()  # listed in runtime/kernels.py
 kernel = KERNELS.register
@@ -62,6 +68,25 @@ def _lrn(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 
 
 # --- convolution, pooling, contractions ----------------------------------------------
+
+
+_ACCUMULATOR = {
+    np.dtype(np.float32): np.float64,
+    np.dtype(np.float16): np.float32,
+    dtypes.to_numpy(dtypes.bf16): np.float32,
+}
+
+
+def contract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`np.matmul(a, b)` in a host-independent order: float32 accumulates in float64
+    and rounds once (a product of two float32 is exact in float64, and a float64
+    sum's error lies far below a float32 ulp); f16 / bf16 accumulate in float32
+    and round once, as the compiled kernels do (numpy has no bf16 matmul and
+    rounds f16 sums at every step); integers and float64 as numpy does."""
+    wide = _ACCUMULATOR.get(a.dtype)
+    if wide is None:
+        return np.matmul(a, b)
+    return np.matmul(a.astype(wide), b.astype(wide)).astype(a.dtype)
 
 
 def _geometry(
@@ -126,7 +151,7 @@ def _conv2d(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     cols = win.reshape(n, oh, ow, groups, cg, kh, kw).transpose(3, 0, 1, 2, 5, 6, 4)
     cols = cols.reshape(groups, n * oh * ow, kh * kw * cg)
     wmat = w.reshape(groups, o // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1)
-    y = np.matmul(cols, wmat.reshape(groups, kh * kw * cg, o // groups))
+    y = contract(cols, wmat.reshape(groups, kh * kw * cg, o // groups))
     y = y.reshape(groups, n, oh, ow, o // groups).transpose(1, 0, 4, 2, 3)
     return y.reshape(n, o, oh, ow) + b.reshape(1, o, 1, 1)
 
@@ -192,12 +217,7 @@ def _global_average_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
 
 @kernel(g.MatMulOp)
 def _matmul(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
-    a, b = args
-    if a.dtype.itemsize == 2 and a.dtype.kind != "i" and a.dtype.kind != "u":
-        # f16 / bf16: accumulate in f32 and round once, as the kernels do (numpy
-        # has no bf16 matmul and rounds f16 sums at every step)
-        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-    return np.matmul(a, b)
+    return contract(*args)
 
 
 @kernel(g.GemmOp)
@@ -207,7 +227,7 @@ def _gemm(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     b = b.T if op.attr("trans_b") else b
     t = a.dtype.type
     alpha, beta = op.attr("alpha"), op.attr("beta")
-    y = a @ b if alpha == 1 else (a @ b) * t(alpha)
+    y = contract(a, b) if alpha == 1 else contract(a, b) * t(alpha)
     if beta == 0:
         return y
     return y + (c if beta == 1 else c * t(beta))

@@ -1,11 +1,17 @@
 """The reference executor on whole models against onnxruntime: the nine `light_*`
 architectures with their shipped weights and with random ones, a 2-layer MLP and a
-BERT encoder layer; and the ONNX node conformance cases of the mapped ops.
+BERT encoder layer; and the ONNX node conformance cases of the mapped ops. Also
+light_squeezenet's equal logits under each OpenBLAS kernel numpy may pick on a host.
 
 Error: `rel_error(a, b) = max|a - b| / max|b|`, at most 1e-4 everywhere.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -123,3 +129,61 @@ def test_node_conformance_of_mapped_ops():
     ]  # compiled path checks them within two dtype steps (test_node_conformance)
     assert wrong == []
     assert sum(r.passed for r in results) >= 485
+
+
+# --- the same answer whichever BLAS kernel the host picks --------------------------
+
+BLAS_KERNELS = {"Haswell": "Haswell", "Prescott": "Katmai"}  # asked for: reported
+"""OpenBLAS kernels (OPENBLAS_CORETYPE) whose float32 sgemm gave light_squeezenet's
+equal logits different roundings column by column when the reference summed in
+float32: softmax 0.00104 (Haswell, AVX2 hosts) and 0.125 (Prescott) instead of
+0.001 (`smelt explore` then called every candidate wrong)."""
+
+_SQUEEZENET = """
+import json, sys
+import numpy as np, onnx
+sys.path.insert(0, sys.argv[1])
+from models import light_inputs, light_model_path, with_logits
+from smelt.frontend.onnx import import_model
+from smelt.runtime.reference import run_graph
+model = with_logits(onnx.load(light_model_path("light_squeezenet")))
+explore_feeds = np.random.default_rng(0).standard_normal((1, 3, 224, 224))
+feeds = [light_inputs(model), {"data_0": explore_feeds.astype(np.float32)}]
+module = import_model(model)
+outs = [run_graph(module, f) for f in feeds]
+print(json.dumps([[len(np.unique(o["r65"])), float(o["softmaxout_1"].min()),
+                   float(o["softmaxout_1"].max())] for o in outs]))
+"""
+
+
+def _dynamic_openblas() -> bool:
+    blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    return "DYNAMIC_ARCH" in str(blas.get("openblas configuration", ""))
+
+
+@pytest.mark.skipif(not _dynamic_openblas(), reason="numpy here is not built on a "
+                    "DYNAMIC_ARCH OpenBLAS: its BLAS kernel cannot be chosen")  # fmt: skip
+@pytest.mark.parametrize("kernel", BLAS_KERNELS)
+def test_squeezenet_logits_equal_on_every_blas_kernel(kernel):
+    """light_squeezenet's last Conv (1x1, 512 -> 1000 channels, then Relu, global
+    average pool, softmax) has every weight and bias equal (ConstantOfShape), so
+    its 1000 logits are equal in exact arithmetic for any input and the softmax is
+    exactly 0.001 (what onnxruntime gives): the reference must say so under each
+    BLAS kernel, on the backend test's inputs and on `smelt explore`'s."""
+    model = onnx.load(light_model_path("light_squeezenet"))
+    filled = {n.output[0] for n in model.graph.node if n.op_type == "ConstantOfShape"}
+    last_conv = [n for n in model.graph.node if n.op_type == "Conv"][-1]
+    assert set(last_conv.input[1:]) <= filled  # the premise
+    env = {**os.environ, "OPENBLAS_CORETYPE": kernel, "OPENBLAS_VERBOSE": "2"}
+    numerics = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run(
+        [sys.executable, "-c", _SQUEEZENET, numerics],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    core = f"Core: {BLAS_KERNELS[kernel]}"
+    if core not in run.stdout + run.stderr:
+        pytest.skip(f"this host cannot run OpenBLAS's {kernel} kernel")
+    for unique, low, high in json.loads(run.stdout.splitlines()[-1]):
+        assert unique == 1, f"{kernel}: {unique} different logits, not 1"
+        assert abs(low - 1e-3) <= TOL * 1e-3 and abs(high - 1e-3) <= TOL * 1e-3
