@@ -13,14 +13,15 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.dialects import dtypes, loop
-from smelt.passes import loop_nest
+from smelt.passes import loop_nest, remarks
 from smelt.passes.loop_nest import INDEX_OPS, index_constant, role, set_role
 
 PACK_ROLE = "pack"
+NAME = "loop-pack"  # also on the remarks of loop-schedule-apply's packs
 
 
 class Refused(Exception):
-    """The load is not packed; the message says why."""
+    """The load is not packed; the message says why (kept as a remark)."""
 
 
 def _index_leaves(value: SSAValue, inside: loop.ForOp, leaves: set[SSAValue]) -> None:
@@ -172,7 +173,8 @@ def _emit_linear(block, before, ivs, loops, strides) -> SSAValue:
 
 def pack(at: loop.ForOp, buffer: SSAValue, max_bytes: int) -> int:
     """Packs every load of `buffer` inside `at` (a kernel argument that nothing
-    inside `at` stores to). Returns how many loads now read a scratch."""
+    inside `at` stores to). Returns how many loads now read a scratch; each load
+    left alone is a remark (`smelt.passes.remarks`)."""
     root = buffer
     stores = [
         o
@@ -180,6 +182,7 @@ def pack(at: loop.ForOp, buffer: SSAValue, max_bytes: int) -> int:
         if isinstance(o, memref.StoreOp) and _root(o.memref) is _root(root)
     ]
     if stores:
+        remarks.missed(NAME, at, "the operand is stored to inside the pack loop")
         return 0
     packed = 0
     for load in [
@@ -188,8 +191,8 @@ def pack(at: loop.ForOp, buffer: SSAValue, max_bytes: int) -> int:
         try:
             pack_load(at, load, max_bytes)
             packed += 1
-        except Refused:
-            continue
+        except Refused as e:
+            remarks.missed(NAME, load, str(e))
     return packed
 
 
@@ -220,7 +223,7 @@ class LoopPackPass(ModulePass):
       → loop.for %j0 {"n.0"} { %p = memref.alloca  (copy nest)  ... memref.load %p[..] }
     """
 
-    name = "loop-pack"
+    name = NAME
 
     at: str
     operand: int
@@ -238,12 +241,15 @@ def pack_kernel(
 ) -> int:
     args = kernel.body.block.args
     if not 0 <= operand < len(args):
+        remarks.missed(NAME, kernel, f"no operand {operand}: it takes {len(args)}")
         return 0
     buffer = args[operand]
     packed = 0
-    for at in [
-        o for o in loop_nest.loops_under(kernel) if role(o) in roles
-    ]:
+    ats = [o for o in loop_nest.loops_under(kernel) if role(o) in roles]
+    if not ats:
+        wanted = ", ".join(sorted(roles))
+        remarks.missed(NAME, kernel, f"no loop of role {wanted} to pack at")
+    for at in ats:
         if any(role(p) in roles for p in loop_nest.ancestors(at)):
             continue  # an enclosing loop packs it
         packed += pack(at, buffer, max_bytes)

@@ -24,8 +24,10 @@ from xdsl.passes import ModulePass
 
 from smelt.dialects import graph, loop
 from smelt.dialects.weights import ALIGNED_BYTES, WeightBytes
-from smelt.passes import loop_nest
+from smelt.passes import loop_nest, remarks
 from smelt.passes.loop_pack import Refused
+
+NAME = "loop-pack-constant"  # also on the remarks of loop-schedule-apply's packs
 
 
 def _grid(value: SSAValue, axes: dict[SSAValue, np.ndarray]) -> np.ndarray | int:
@@ -224,22 +226,26 @@ def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
     whether it did."""
     found = _constants(module, kernel, operand)
     if found is None:
-        return False
+        reason = f"operand {operand} is not a loop.constant at every call of it"
+        return _declined(kernel, reason)
     arg = kernel.body.block.args[operand]
     if not isinstance(arg.type, MemRefType):
-        return False
+        return _declined(kernel, f"operand {operand} is not a memref")
     if not arg.uses or not all(
         isinstance(u.operation, memref.LoadOp) for u in arg.uses
-    ):
-        return False  # stored to, or passed on: keep it
+    ):  # stored to, or passed on: keep it
+        return _declined(kernel, f"operand {operand} is used other than by loads")
     users = [
         o for o in kernel.walk() if isinstance(o, memref.LoadOp) and o.memref is arg
     ]
     shape = tuple(arg.type.get_shape())
-    try:
-        layouts = [layout(u, shape) for u in users]  # type: ignore[arg-type]
-    except Refused:
-        return False
+    layouts = []
+    for user in users:
+        try:
+            layouts.append(layout(user, shape))  # type: ignore[arg-type]
+        except Refused as e:
+            remarks.missed(NAME, user, str(e))
+            return False
     parts: dict[tuple, int] = {}
     sources: list[Layout] = []
     offsets = []
@@ -261,6 +267,11 @@ def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
     for call, source in found:
         _pack_call(call, source, operand, sources, new_type)
     return True
+
+
+def _declined(kernel: func.FuncOp, reason: str) -> bool:
+    remarks.missed(NAME, kernel, reason)
+    return False
 
 
 def _pack_call(
@@ -360,7 +371,7 @@ class LoopPackConstantPass(ModulePass):
       → %b = memref.load %P[%j0·K + %k·16 + %j1]           (P: the packed constant)
     """
 
-    name = "loop-pack-constant"
+    name = NAME
 
     operand: int
     kernel: str = "*"

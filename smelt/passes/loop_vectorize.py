@@ -24,6 +24,7 @@ from xdsl.utils.exceptions import DiagnosticException, VerifyException
 from smelt.dialects import loop
 from smelt.dialects.arith_ext import VECTOR_FORMS
 from smelt.errors import SmeltError
+from smelt.passes import remarks
 from smelt.passes import vectorize_interleave as interleave
 from smelt.passes.vector_ops import ELEMENTWISE, neutral, vector_of, zeros
 from smelt.passes.vectorize_legality import Refused, VectorLegality
@@ -418,6 +419,7 @@ class LoopVectorizePass(ModulePass):
         )
         mask_min = max(self.mask_min, 1) if masked else 0
         if width < 2:
+            remarks.missed(self.name, op, f"{width} lane(s) of 32 bits: nothing to do")
             return
         for kernel in op.ops:
             if not (isinstance(kernel, func.FuncOp) and loop.is_kernel(kernel)):
@@ -426,7 +428,8 @@ class LoopVectorizePass(ModulePass):
                 copy = interleave.InterleaveCopy(pair, width)
                 try:
                     copy.check()
-                except interleave.NotInterleave:
+                except interleave.NotInterleave as e:
+                    remarks.missed(self.name, pair, f"not an interleaved copy: {e}")
                     continue
                 copy.rewrite()
             for target in innermost_loops(kernel):
@@ -438,5 +441,5 @@ class LoopVectorizePass(ModulePass):
                 try:
                     vectorizer.check()
                     vectorizer.rewrite()
-                except Refused:
-                    continue
+                except Refused as e:
+                    remarks.missed(self.name, target, str(e))

@@ -30,7 +30,8 @@ from smelt.passes.vector_ops import ELEMENTWISE, REDUCTIONS, Reduction
 
 
 class Refused(Exception):
-    """The loop cannot be vectorized; the message says why (for debugging)."""
+    """The loop cannot be vectorized; the message says why (loop-vectorize keeps
+    it as a remark: `smelt.passes.remarks`)."""
 
 
 class VectorLegality:
