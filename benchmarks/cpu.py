@@ -1,19 +1,26 @@
-"""CPU benchmark: smelt against onnxruntime (ORT_ENABLE_ALL, same threads) and numpy,
-in one run, median of repeated runs (alternating blocks, see `compare_ms`); prints
-a table of ratios. smelt runs the preset of `--level` with `threads`
-(loop-parallelize) for each thread count.
+"""CPU benchmark: smelt against onnxruntime and OpenVINO (each at smelt's thread count,
+f32, latency settings: see benchmarks/peers.py) on models, and against numpy on a
+GEMM and an elementwise chain, in one process; median of repeated runs timed in
+interleaved blocks whose order rotates each round (see `peers.interleaved_ms`).
+Every runtime writes into preallocated output arrays: smelt's run(..., outputs=),
+onnxruntime's IOBinding, OpenVINO's infer request with preset output tensors.
+smelt runs the preset of `--level` with `threads` (loop-parallelize).
 
     python benchmarks/cpu.py                      # every case, 1 and 2 threads
     python benchmarks/cpu.py --cases mlp gemm --threads 1 --repeat 20
     python benchmarks/cpu.py --cpus host x86-64-v3   # the AVX2 code too
+    python benchmarks/cpu.py --quick --cases light_squeezenet   # smoke: outputs match
 
 Unset OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE in the command that runs it (they slow
-a current numpy); the header says which OpenBLAS kernel ran.
+a current numpy); the header says which OpenBLAS kernel ran. Without OpenVINO
+installed the models run against onnxruntime alone (the header says so).
 
-A ratio below 1 means smelt is faster than the peer: `ratio` divides the two
-medians, `paired` is the median ratio of adjacent blocks (see `compare_ms`).
-Absolute times on a shared machine mean little; ratios measured side by side are
-the number.
+Ratios below 1 mean the first-named runtime is faster: smelt / onnxruntime,
+OpenVINO / onnxruntime and smelt / OpenVINO are each the median over rounds of
+the two block medians' ratio (blocks a moment apart: slow drifts of a shared
+machine cancel out); the ms columns are medians over all timed runs. Every
+model's outputs are checked against each other before timing: error = max|a - b|
+/ max|b|, above --tolerance (1e-4) the row says MISMATCH and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -21,49 +28,31 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numerics"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import peers
+from cpu_report import report
+from peers import ORT, OV, RATIOS, TIMING, interleaved_ms, ort_session  # quant.py too
 
 
-def compare_ms(peer, smelt, repeat: int, block: int = 4) -> tuple[float, float, float]:
-    """(peer ms, smelt ms, ratio): medians over `repeat` runs each (after a warm-up
-    run), timed in alternating blocks of `block` runs with a pause between blocks,
-    so one runtime's spinning worker threads (onnxruntime's, smelt's) have gone to
-    sleep before the other one starts. The ratio is the median over block pairs of
-    smelt's block median / the peer's: the two blocks of a pair run a moment apart,
-    so slow drifts of this shared machine (seconds long) cancel out."""
-    times: tuple[list[float], list[float]] = ([], [])
-    ratios = []
-    while len(times[1]) < repeat:
-        medians = []
-        for fn, out in zip((peer, smelt), times):
-            time.sleep(PAUSE_S)
-            fn()
-            runs = []
-            for _ in range(min(block, repeat - len(out))):
-                t0 = time.perf_counter()
-                fn()
-                runs.append(time.perf_counter() - t0)
-            out.extend(runs)
-            medians.append(statistics.median(runs))
-        ratios.append(medians[1] / medians[0])
-    peer_ms, smelt_ms = (statistics.median(t) * 1e3 for t in times)
-    return peer_ms, smelt_ms, statistics.median(ratios)
-
-
-PAUSE_S = 0.2
-"""Between blocks: longer than an idle OpenBLAS worker spins (2^28 cycles, about
-70 ms here) before it sleeps. With 50 ms, numpy's spinning worker took one of the
-two cores from smelt's first runs at 2 threads (smelt's 1024^3 GEMM read 9.2 ms at
-2 threads, as at 1, though 4.6 ms alone)."""
+def compare_ms(peer, smelt, repeat: int, block: int | None = None) -> tuple[float, ...]:
+    """(peer ms, smelt ms, ratio): medians over `repeat` runs each, timed in
+    interleaved blocks (`peers.interleaved_ms`: a pause before each block, so one
+    runtime's spinning worker threads have gone to sleep before the other one
+    starts; the order alternates). The ratio is the median over rounds of smelt's
+    block median / the peer's."""
+    timing = interleaved_ms({"peer": peer, "smelt": smelt}, repeat,
+                            block or TIMING["block"], TIMING["pause"])
+    return timing.ms("peer"), timing.ms("smelt"), timing.paired("smelt", "peer")
 
 
 def gemm_model(n: int) -> onnx.ModelProto:
@@ -110,18 +99,6 @@ def model_cases(names):
     return cases
 
 
-def ort_session(model: onnx.ModelProto, threads: int):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(
-        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-    )
-
-
 def compile_cpu(model, level: str, threads: int, cpu: str = "host"):
     """smelt's CPU preset `level` for `cpu`, parallel loops on `threads` threads;
     (compiled model, compile seconds)."""
@@ -146,34 +123,66 @@ class Row:
     note: str = ""
 
 
+@dataclass
+class ModelRow:
+    """One model at one CPU and thread count against every peer."""
+
+    case: str
+    cpu: str
+    threads: int
+    compile_s: float
+    ms: dict[str, float] = field(default_factory=dict)  # median per runtime
+    paired: dict[tuple[str, str], float] = field(default_factory=dict)  # RATIOS
+    error: dict[tuple[str, str], float] = field(default_factory=dict)  # RATIOS
+    settings: dict[str, str] = field(default_factory=dict)  # per peer
+
+
 def rel_error(ours: dict, theirs: dict) -> float:
+    """max |ours - theirs| / max |theirs| over the outputs of `theirs`; inf where
+    either holds a NaN (a preallocated output nobody wrote)."""
     worst = 0.0
     for name, ref in theirs.items():
-        got = ours[name].astype(np.float64)
-        worst = max(worst, float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30)))
+        diff = np.abs(ours[name].astype(np.float64) - ref)
+        if np.isnan(diff).any():
+            return math.inf
+        worst = max(worst, float(np.max(diff)) / max(float(np.max(np.abs(ref))), 1e-30))
     return worst
 
 
-def bench_model(name, build, threads, repeat, level, cpus):
+def bench_model(name, build, args) -> list[ModelRow]:
+    """`name` at every --cpus and --threads: smelt, onnxruntime and (if installed)
+    OpenVINO, each writing into preallocated outputs, checked against each other,
+    then timed side by side."""
     from smelt.compiler.cli import random_inputs
 
     model = build()
     rows = []
-    for cpu in cpus:
-        for t in threads:
-            compiled, seconds = compile_cpu(model, level, t, cpu)
+    for cpu in args.cpus:
+        for t in args.threads:
+            compiled, seconds = compile_cpu(model, args.level, t, cpu)
             feeds = random_inputs(compiled)
+            outputs = {"smelt": peers.nan_like(compiled.run(feeds))}
+            fns = {"smelt": lambda c=compiled, f=feeds, o=outputs["smelt"]:
+                     c.run(f, outputs=o)}  # fmt: skip
             sess = ort_session(model, t)
-            names = [o.name for o in sess.get_outputs()]
-            error = rel_error(compiled.run(feeds), dict(zip(names, sess.run(names, feeds))))
-            ort_ms, smelt_ms, ratio = compare_ms(
-                lambda s=sess, f=feeds: s.run(None, f),
-                lambda c=compiled, f=feeds: c.run(f),
-                repeat,
-            )
-            rows.append(Row(name, cpu, t, smelt_ms, "onnxruntime", ort_ms, ratio,
-                            seconds, error))  # fmt: skip
-            del compiled, sess
+            fns[ORT], outputs[ORT] = peers.ort_bound(sess, feeds)
+            row = ModelRow(name, cpu, t, seconds, settings={ORT: peers.ort_settings()})
+            if args.openvino:
+                ov_model = peers.ov_compile(model, t, args.ov_pinning)
+                fns[OV], outputs[OV] = peers.ov_bound(ov_model, feeds,
+                                                      compiled.output_names)  # fmt: skip
+                row.settings[OV] = peers.ov_settings(ov_model)
+            for fn in fns.values():
+                fn()
+            for a, b in RATIOS:
+                if a in outputs and b in outputs:
+                    row.error[a, b] = rel_error(outputs[a], outputs[b])
+            timing = interleaved_ms(fns, args.repeat, **TIMING)
+            row.ms = {n: timing.ms(n) for n in fns}
+            row.paired = {(a, b): timing.paired(a, b) for a, b in RATIOS
+                          if a in fns and b in fns}  # fmt: skip
+            rows.append(row)
+            del compiled, sess, fns
     return rows
 
 
@@ -240,7 +249,7 @@ def bench_chain(threads, repeat, level, cpus, n=16 << 20):
             compiled, seconds = compile_cpu(chain_model(n), level, t, cpu)
             y = np.empty_like(x)
             error = rel_error(compiled.run({"x": x}), reference)
-            run = lambda c=compiled: c.run({"x": x}, outputs={"y": y})  # noqa: E731
+            run = lambda c=compiled, y=y: c.run({"x": x}, outputs={"y": y})
             np_ms, smelt_ms, ratio = compare_ms(numpy_chain, run, repeat)
             rows.append(Row("elementwise chain 16M", cpu, t, smelt_ms, "numpy", np_ms,
                             ratio, seconds, error))  # fmt: skip
@@ -257,47 +266,43 @@ def bench_chain(threads, repeat, level, cpus, n=16 << 20):
     return rows
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def print_table(rows: list[Row], args) -> None:
-    from hostinfo import header_lines
-
-    for line in header_lines():
-        print(f"# {line}")
-    print(f"# level {args.level}, {args.repeat} timed runs each, alternating blocks "
-          f"of 4; paired = median over block pairs of smelt / peer (below 1: smelt "
-          "faster); error = max|smelt - peer| / max|peer|")  # fmt: skip
-    print()
-    print("| case | cpu | thr | smelt ms | peer | peer ms | ratio | paired | compile s "
-          "| error | note |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r.case} | {r.cpu} | {r.threads} | {r.smelt_ms:.2f} | {r.peer} | "
-              f"{r.peer_ms:.2f} | {r.smelt_ms / r.peer_ms:.2f} | {r.paired:.2f} | "
-              f"{r.compile_s:.1f} | {r.error:.1e} | {r.note} |")  # fmt: skip
-    models = [r for r in rows if r.peer == "onnxruntime"]
-    print()
-    for cpu in dict.fromkeys(r.cpu for r in models):
-        for t in dict.fromkeys(r.threads for r in models):
-            mine = [r for r in models if r.cpu == cpu and r.threads == t]
-            worst = max(mine, key=lambda r: r.paired)
-            print(f"models vs onnxruntime, cpu {cpu}, {t} thread(s): geometric mean "
-                  f"{geomean([r.paired for r in mine]):.2f}, worst {worst.paired:.2f} "
-                  f"({worst.case}), {len(mine)} models")  # fmt: skip
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cases", nargs="*", default=[])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="*", default=[],
+                        help="gemm, chain, mlp, encoder, light_* (default: all)")
     parser.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     parser.add_argument("--cpus", nargs="*", default=["host"],
                         help="CPUs to compile for (host, x86-64-v3, ...)")
-    parser.add_argument("--repeat", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="timed runs per runtime and case (default 40; >= 20 to "
+                             "report; --quick: 3)")  # fmt: skip
     parser.add_argument("--level", default="O3")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 3 runs, blocks of 1, short pauses (times "
+                             "meaningless: checks that every peer runs and matches)")
+    parser.add_argument("--tolerance", type=float, default=1e-4,
+                        help="max |a - b| / max |b| allowed between runtimes' outputs")
+    parser.add_argument("--no-openvino", action="store_true", help="onnxruntime only")
+    parser.add_argument("--ov-pinning", action="store_true",
+                        help="OpenVINO ENABLE_CPU_PINNING=True (default False, like "
+                             "smelt and onnxruntime, which pin nothing)")
+    parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args(argv)
+    if args.quick:
+        TIMING.update(block=1, pause=0.01)
+    args.repeat = args.repeat or (3 if args.quick else 40)
+    args.openvino = False
+    if args.no_openvino:
+        args.no_openvino_reason = "left out (--no-openvino)"
+    elif peers.openvino() is None:
+        args.no_openvino_reason = "not installed (pip install openvino)"
+        print("OpenVINO not installed (pip install openvino): models run against "
+              "onnxruntime alone", file=sys.stderr)  # fmt: skip
+    else:
+        args.openvino = True
     rows: list[Row] = []
+    model_rows: list[ModelRow] = []
     wanted = set(args.cases)
     if not wanted or "gemm" in wanted:
         rows += bench_gemm(args.threads, args.repeat, args.level, args.cpus)
@@ -305,12 +310,19 @@ def main(argv=None) -> int:
         rows += bench_chain(args.threads, args.repeat, args.level, args.cpus)
     model_names = wanted - {"gemm", "chain"}
     models = model_cases(model_names) if model_names or not wanted else {}
+    unknown = model_names - set(models)
+    if unknown:
+        parser.error(f"unknown case(s) {sorted(unknown)}")
     for name, build in models.items():
-        rows += bench_model(name, build, args.threads, args.repeat, args.level,
-                            args.cpus)  # fmt: skip
+        model_rows += bench_model(name, build, args)
         print(f"  done {name}", file=sys.stderr)
-    print_table(rows, args)
-    return 0
+    lines = report(rows, model_rows, args)
+    print("\n".join(lines))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    bad = [r for r in model_rows if any(e > args.tolerance for e in r.error.values())]
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

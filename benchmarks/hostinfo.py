@@ -1,5 +1,7 @@
 """The header of every benchmark table: the host's CPU as the OS and smelt's
-TargetSpec see it, and which BLAS kernel numpy runs (threadpoolctl)."""
+TargetSpec see it (`smelt target`: LLVM CPU name, ISA, caches, cores), which BLAS
+kernel numpy runs (threadpoolctl), and the peers' versions (onnxruntime,
+OpenVINO where installed)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,14 @@ def blas() -> str:
     return "; ".join(rows) or "no BLAS found"
 
 
+def openvino_version() -> str:
+    try:
+        import openvino
+    except ImportError:
+        return "not installed"
+    return openvino.__version__
+
+
 def header_lines() -> list[str]:
     from smelt.targets.cpu_spec import host
 
@@ -43,7 +53,7 @@ def header_lines() -> list[str]:
 
     return [
         f"host: {cpu_model()}, {os.cpu_count()} cpus, {platform.system()}",
-        f"smelt TargetSpec: {host()}",
+        f"smelt TargetSpec (ISA, as `smelt target` prints it): {host()}",
         f"numpy {numpy.__version__} BLAS: {blas()}; OPENBLAS_* set: {env or 'none'}",
-        f"onnxruntime {onnxruntime.__version__}",
+        f"onnxruntime {onnxruntime.__version__}; openvino {openvino_version()}",
     ]
