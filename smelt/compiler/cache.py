@@ -6,7 +6,13 @@
 An entry is `DIR/<key>.smelt` (default DIR: ~/.cache/smelt). A hit loads the
 artifact, which checks every member's sha256; an entry that fails to load, was
 built by another smelt (version or source) or for another key is rebuilt and
-overwritten, never trusted. Entries are written atomically (temp file, rename).
+overwritten, never trusted. Entries are written atomically (temp file, rename);
+one that cannot be written (a read-only or full disk) is a warning, and the
+compile returns its build all the same.
+
+An entry is native code that a hit runs in this process: like ssh with ~/.ssh,
+the cache refuses a folder that another user owns or that group or others may
+write (`check_folder`), and makes its own folder private (mode 0700).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
+import warnings
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -49,9 +57,11 @@ def compile_cached(
     not used>"; `info["cache_path"]` is the entry."""
     check_cacheable(options.target)
     key = cache_key(model, options, base_dir)
-    path = cache_dir(where) / f"{key}{artifact.SUFFIX}"
+    folder = cache_dir(where)
+    usable = check_folder(folder)
+    path = folder / f"{key}{artifact.SUFFIX}"
     status = "miss"
-    if lookup and path.exists():
+    if lookup and usable and os.path.lexists(path):
         try:
             cached = artifact.load(path, check_cpu=False)
             stale = _stale(cached.info["manifest"], key, options)
@@ -62,9 +72,54 @@ def compile_cached(
         except SmeltError as e:
             status = f"rebuilt: {e}"
     compiled = build()
-    artifact.save(compiled, path, {"cache_key": key, "smelt_source": source_digest()})
+    if usable:
+        extra = {"cache_key": key, "smelt_source": source_digest()}
+        try:
+            artifact.save(compiled, path, extra)
+        except SmeltError as e:  # the disk: the build itself is good
+            warnings.warn(
+                f"the compile cache could not keep this build ({e}); the compile "
+                "goes on without it", stacklevel=3,
+            )  # fmt: skip
+            status += "; not stored"
     compiled.info.update(cache=status, cache_path=str(path))
     return compiled
+
+
+def check_folder(folder: Path) -> bool:
+    """Makes the cache folder (mode 0700) if it is missing; refuses one that
+    another user owns or that group or others may write (their files would run
+    as native code here). False, with a warning, when it cannot be made."""
+    try:
+        if not folder.exists():
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
+        st = folder.stat()
+    except OSError as e:
+        warnings.warn(
+            f"the compile cache folder '{folder}' cannot be made or read ({e}); "
+            "compiling without the cache", stacklevel=3,
+        )  # fmt: skip
+        return False
+    if not stat.S_ISDIR(st.st_mode):
+        raise SmeltError(f"the compile cache '{folder}' is not a folder: give a folder")
+    if st.st_uid != os.geteuid():
+        raise SmeltError(
+            f"the compile cache folder '{folder}' belongs to another user (uid "
+            f"{st.st_uid}); its entries are native code that would run in this "
+            "process: use a folder of your own (cache=DIR, --cache DIR)"
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = " and ".join(
+            w for w, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH))
+            if st.st_mode & bit
+        )  # fmt: skip
+        raise SmeltError(
+            f"the compile cache folder '{folder}' is writable by {who} (mode "
+            f"{stat.S_IMODE(st.st_mode):o}); its entries are native code that would "
+            f"run in this process: chmod go-w '{folder}' (or use a private folder)"
+        )
+    return True
 
 
 def check_cacheable(target: str) -> None:
@@ -110,10 +165,11 @@ def model_digest(model: ModelLike, base_dir: str | os.PathLike | None = None) ->
     import onnx
 
     if isinstance(model, str | os.PathLike):
+        name = os.fspath(model)
         try:
-            data = Path(model).read_bytes()
+            with artifact.open_regular(name, "model") as f:
+                data = f.read()
         except OSError as e:
-            name = os.fspath(model)
             raise SmeltError(f"cannot read the model '{name}': {e}") from None
         base_dir = base_dir or os.path.dirname(os.path.abspath(model))
     elif isinstance(model, bytes):
@@ -126,10 +182,13 @@ def model_digest(model: ModelLike, base_dir: str | os.PathLike | None = None) ->
             f"ModelProto, not a {type(model).__name__}"
         )
     digest = hashlib.sha256(data)
+    base = Path(base_dir or ".").resolve()
     for location in _external_files(data):
         digest.update(location.encode())
-        file = Path(base_dir or ".") / location
-        if file.is_file():  # a missing one: the import names it
+        file = (base / location).resolve()
+        # only regular files inside the model's folder (the import refuses the
+        # others and names them; a key never reads elsewhere, nor waits on a FIFO)
+        if file.is_relative_to(base) and file.is_file():
             digest.update(_file_digest(file).encode())
     return digest.hexdigest()
 
@@ -156,7 +215,7 @@ def _external_files(data: bytes) -> list[str]:
 
 def _file_digest(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
+    with artifact.open_regular(str(path), "external data") as f:
         for block in iter(lambda: f.read(1 << 24), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -25,9 +25,12 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import struct
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import llvmlite
@@ -35,7 +38,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from smelt.dialects.weights import ALIGN, aligned_empty
-from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
+from smelt.errors import InvalidModel, ResourceLimit, SmeltError, UnsupportedModel
 from smelt.lowering.llvm.object_code import load_objects
 from smelt.lowering.llvm.program import (
     ENTRY,
@@ -165,17 +168,42 @@ def _has_manifest(path: str) -> bool:
 
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """The manifest of the artifact at `path`, with its format checked."""
-    with _open(path) as z:
-        return _manifest(z, os.fspath(path))
+    path = os.fspath(path)
+    with _refusing_foreign(path), _open(path) as z:
+        return _manifest(z, path)
 
 
 def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
     """The model saved at `path`, ready to run (nothing is compiled). Refuses a
     damaged file, another format or smelt version, another architecture and, with
     `check_cpu`, a CPU that lacks an ISA feature the code uses (without: the model
-    loads and refuses to run, as a model compiled here for such a CPU does)."""
-    t0 = time.perf_counter()
+    loads and refuses to run, as a model compiled here for such a CPU does).
+    Only SmeltErrors leave it, whatever the file holds."""
     path = os.fspath(path)
+    with _refusing_foreign(path):
+        return _load(path, check_cpu)
+
+
+@contextmanager
+def _refusing_foreign(path: str) -> Iterator[None]:
+    """Turns what a hostile file can make Python raise (a manifest nested past
+    the recursion limit, a value of the wrong type deep inside, an allocation
+    too big) into the artifact's one error."""
+    try:
+        yield
+    except SmeltError:
+        raise
+    except MemoryError:
+        raise ResourceLimit(
+            f"the artifact '{path}' asks for more memory than this machine has "
+            "free: it is damaged, or compile it for a smaller model"
+        ) from None
+    except Exception as e:  # noqa: BLE001 (a file decides these; none escapes)
+        raise _damaged(path, f"{type(e).__name__}: {e}") from None
+
+
+def _load(path: str, check_cpu: bool) -> CompiledModel:
+    t0 = time.perf_counter()
     with _open(path) as z:
         manifest = _manifest(z, path)
         spec, missing = _check_host(manifest, path, check_cpu)
@@ -269,13 +297,65 @@ def _check_tensors(specs: list[TensorSpec], program: NativeProgram, path: str):
 # -- reading -------------------------------------------------------------------------
 
 
-def _open(path: str | os.PathLike) -> zipfile.ZipFile:
+MANIFEST_LIMIT = 64 << 20
+"""The most bytes a manifest may hold (inflated): a real one holds kilobytes."""
+
+
+def regular_file(path: str, what: str) -> int:
+    """The size of `path`, a regular file (or a link to one); a FIFO, device,
+    socket or folder is refused by its type, without opening it (a FIFO would
+    block a reader for ever, /dev/zero never end)."""
     try:
-        return zipfile.ZipFile(path)
+        st = os.stat(path)
     except FileNotFoundError:
-        raise SmeltError(f"no artifact file '{os.fspath(path)}'") from None
-    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
-        raise _damaged(os.fspath(path), f"it is not a readable zip archive ({e})")
+        raise SmeltError(f"no {what} file '{path}'") from None
+    except OSError as e:
+        raise SmeltError(f"cannot read the {what} '{path}': {e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise InvalidModel(
+            f"the {what} '{path}' is {kind}: give a regular file (smelt reads "
+            "nothing else)"
+        )
+    return st.st_size
+
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def open_regular(path: str, what: str):
+    """`path` opened for reading in binary, checked to be a regular file before
+    (by name) and after (the open file: a file swapped in between is caught);
+    O_NONBLOCK, so that not even the open of a FIFO waits."""
+    regular_file(path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise SmeltError(f"cannot read the {what} '{path}': {e}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvalidModel(f"the {what} '{path}' is not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+@contextmanager
+def _open(path: str) -> Iterator[zipfile.ZipFile]:
+    f = open_regular(path, "artifact")
+    try:
+        try:
+            z = zipfile.ZipFile(f)
+        except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
+            raise _damaged(path, f"it is not a readable zip archive ({e})") from None
+        with z:
+            yield z
+    finally:
+        f.close()
 
 
 def _code(manifest: dict[str, Any], path: str) -> list[str]:
@@ -295,10 +375,17 @@ def _damaged(path: str, why: str) -> InvalidModel:
 
 def _manifest(z: zipfile.ZipFile, path: str) -> dict[str, Any]:
     try:
-        manifest = json.loads(z.read(MANIFEST))  # zipfile checks its CRC-32
+        size = z.getinfo(MANIFEST).file_size
+        if size > MANIFEST_LIMIT:
+            raise _damaged(path, f"its {MANIFEST} holds {size} bytes, too many")
+        with z.open(MANIFEST) as f:
+            text = f.read(MANIFEST_LIMIT + 1)  # zipfile checks its CRC-32
+        if len(text) > MANIFEST_LIMIT:
+            raise _damaged(path, f"its {MANIFEST} inflates past {MANIFEST_LIMIT} bytes")
+        manifest = json.loads(text)
     except KeyError:
         raise _damaged(path, f"it has no {MANIFEST}") from None
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as e:
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, RecursionError) as e:
         raise _damaged(path, f"its {MANIFEST} cannot be read ({e})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise _damaged(path, f"its {MANIFEST} is not a smelt manifest")
@@ -423,6 +510,8 @@ def _member(
         raise _damaged(path, f"its member {name} is missing") from None
     if info.compress_type != zipfile.ZIP_STORED or info.file_size != size:
         raise _damaged(path, f"its member {name} has the wrong size or compression")
+    if not 0 <= size <= os.fstat(z.fp.fileno()).st_size:  # before allocating it
+        raise _damaged(path, f"its member {name} is larger than the file")
     data = aligned_empty(size)
     f = z.fp
     try:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import zipfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -167,45 +169,115 @@ def outcome(path: Path, expected: dict[str, np.ndarray]) -> str:
         return f"foreign: {type(e).__name__}: {e}"
 
 
-def worker(source: str, expected: str, start: int, folder: str) -> None:
-    """Probes edits `start`… of the artifact `source`, one JSON line before
-    ("begin") and after ("end") each, flushed: a crash leaves its "begin"."""
-    want = dict(np.load(expected))
+def probes(
+    source: Path, mode: str, count: int = 0, seed: int = 0
+) -> Iterator[tuple[str, Callable[[Path], None]]]:
+    """(label, write the probe's file at a path): "fields" edits every manifest
+    field (`edits`); "flips" flips `count` random bits of the file (hashes left
+    as they are) and "members" `count` bits inside its members with the
+    manifest's sizes and sha256 recomputed (what a careless or hostile writer
+    makes)."""
+    if mode == "fields":
+        with zipfile.ZipFile(source) as z:
+            manifest = json.loads(z.read(artifact.MANIFEST))
+        for label, edit in edits(manifest):
+            yield label, lambda target, edit=edit: rewrite(source, target, edit)
+        return
+    data = source.read_bytes()
+    rng = np.random.default_rng(seed)
+    if mode == "flips":
+        for _ in range(count):
+            at, bit = int(rng.integers(0, len(data))), int(rng.integers(0, 8))
+            flipped = bytearray(data)
+            flipped[at] ^= 1 << bit
+            yield f"flip {at}.{bit}", lambda t, b=bytes(flipped): t.write_bytes(b)
+        return
+    # the weights: data the code reads (flipping the object code with its hash
+    # recomputed is running other code: `test_signed_artifacts` covers it)
+    names = [artifact.WEIGHTS]
+    for _ in range(count):
+        name = names[int(rng.integers(0, len(names)))]
+        at, bit = int(rng.integers(0, 1 << 30)), int(rng.integers(0, 8))
+        yield (
+            f"member {name} {at}.{bit}",
+            lambda t, n=name, a=at, b=bit: _flip_member(source, t, n, a, b),
+        )
+
+
+def _flip_member(source: Path, target: Path, name: str, at: int, bit: int) -> None:
+    """`source` at `target` with one bit of member `name` flipped and the
+    manifest's record of it (bytes, sha256) made to match."""
+    import hashlib
+
     with zipfile.ZipFile(source) as z:
-        manifest = json.loads(z.read(artifact.MANIFEST))
-    for i, (label, edit) in enumerate(edits(manifest)):
+        members = {n: z.read(n) for n in z.namelist()}
+    data = bytearray(members[name])
+    data[at % len(data)] ^= 1 << bit
+    members[name] = bytes(data)
+    manifest = json.loads(members[artifact.MANIFEST])
+    manifest["members"][name] = {
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    members[artifact.MANIFEST] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(target, "w") as z:
+        for n, d in members.items():
+            z.writestr(n, d)
+
+
+def worker(
+    mode: str,
+    source: str,
+    expected: str,
+    start: int,
+    folder: str,
+    count: int,
+    seed: int,
+) -> None:
+    """Probes `start`… of `probes(...)`, one JSON line before ("begin") and after
+    ("end") each, flushed: a crash leaves its "begin". A probe that runs 60 s
+    ends the process by SIGALRM (a hang in native code too)."""
+    want = dict(np.load(expected))
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    for i, (label, write) in enumerate(probes(Path(source), mode, count, seed)):
         if i < start:
             continue
         print(json.dumps({"begin": i, "label": label}), flush=True)
-        target = Path(folder) / f"edit{i}.smelt"
-        rewrite(Path(source), target, edit)
+        target = Path(folder) / f"probe{i}.smelt"
+        write(target)
+        signal.alarm(60)
         result = outcome(target, want)
+        signal.alarm(0)
         target.unlink()
         print(json.dumps({"end": i, "label": label, "outcome": result}), flush=True)
 
 
-def run_probes(source: Path, expected: Path, folder: Path) -> dict[str, str]:
-    """Every edit's outcome by label, a crashed or hung probe as "crash: …" or
+def run_probes(
+    source: Path,
+    expected: Path,
+    folder: Path,
+    mode: str = "fields",
+    count: int = 0,
+    seed: int = 0,
+) -> dict[str, str]:
+    """Every probe's outcome by label, a crashed or hung probe as "crash: …" or
     "hang", the worker restarted after it."""
     results: dict[str, str] = {}
     start = 0
     code = (
         f"import sys; sys.path.insert(0, {str(HERE)!r}); import test_artifact_trust"
-        " as t; t.worker(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])"
+        " as t; a = sys.argv; t.worker(a[1], a[2], a[3], int(a[4]), a[5], "
+        "int(a[6]), int(a[7]))"
     )
     while True:
         log = folder / f"log{start}.jsonl"
-        args = [str(source), str(expected), str(start), str(folder)]
-        cmd = [sys.executable, "-c", code]
+        args = [mode, str(source), str(expected), str(start), str(folder),
+                str(count), str(seed)]  # fmt: skip
         with log.open("w") as out:
-            process = subprocess.Popen([*cmd, *args], stdout=out, stderr=out)
-            try:
-                process.wait(timeout=600)
-                hung = False
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-                hung = True
+            process = subprocess.Popen(
+                [sys.executable, "-c", code, *args], stdout=out, stderr=out
+            )
+            process.wait()
         lines = [json.loads(line) for line in log.read_text().splitlines()
                  if line.startswith("{")]  # fmt: skip
         begun = None
@@ -218,7 +290,10 @@ def run_probes(source: Path, expected: Path, folder: Path) -> dict[str, str]:
         if begun is None:
             assert process.returncode == 0, log.read_text()[-2000:]
             return results
-        results[begun["label"]] = "hang" if hung else f"crash: {process.returncode}"
+        code_ = process.returncode
+        results[begun["label"]] = (
+            "hang" if code_ == -signal.SIGALRM else f"crash: exit {code_}"
+        )
         start = begun["begin"] + 1
 
 
@@ -315,3 +390,79 @@ def test_code_without_its_record_is_refused(probe, tmp_path):
 
         program.recorded_needs(Engine())  # type: ignore[arg-type]
     assert os.path.exists(probe[0])
+
+
+# -- files that are not artifacts ------------------------------------------------------
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fails the test (instead of hanging it) when the body takes longer."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_device_or_folder_is_refused_without_reading(tmp_path):
+    fifo = tmp_path / "fifo.smelt"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.smelt"
+    zero.symlink_to("/dev/zero")
+    folder = tmp_path / "folder.smelt"
+    folder.mkdir()
+    for path, kind in ((fifo, "a FIFO"), (zero, "a character device"),
+                       (folder, "a folder")):  # fmt: skip
+        with deadline(20), pytest.raises(InvalidModel, match=kind):
+            smelt.load(path)
+        with deadline(20), pytest.raises(InvalidModel, match=kind):
+            artifact.read_manifest(path)
+
+
+def _zip(path: Path, members: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> Path:
+    with zipfile.ZipFile(path, "w", method) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_an_inflating_or_deep_manifest_is_refused(probe, tmp_path):
+    size = artifact.MANIFEST_LIMIT + 1024
+    bomb = _zip(tmp_path / "bomb.smelt", {artifact.MANIFEST: b" " * size})
+    assert bomb.stat().st_size < size // 100  # it inflates
+    with deadline(60), pytest.raises(InvalidModel, match="too many"):
+        smelt.load(bomb)
+    deep = _zip(tmp_path / "deep.smelt", {artifact.MANIFEST: b"[" * 200_000})
+    with pytest.raises(InvalidModel, match="manifest.json cannot be read"):
+        smelt.load(deep)
+    # a member whose record claims more bytes than the file holds
+    lying = tmp_path / "lying.smelt"
+
+    def claim(manifest):
+        manifest["members"]["code0.o"]["bytes"] = 2**60
+
+    rewrite(probe[0], lying, claim)
+    with deadline(60), pytest.raises(InvalidModel, match="code0.o"):
+        smelt.load(lying)
+
+
+@pytest.mark.parametrize("mode", ["flips", "members"])
+def test_bit_flips_end_cleanly(probe, tmp_path, mode):
+    """Bits flipped across the file (hashes left) or in the weights (hashes
+    recomputed): each probe, in a subprocess, ends in a SmeltError or the right
+    answers (other weights: other answers, the only "wrong" allowed); none
+    crashes or hangs."""
+    results = run_probes(*probe, tmp_path, mode, count=60, seed=11)
+    assert len(results) > 50
+    for label, result in results.items():
+        allowed = result == "same" or result.startswith("refused: ")
+        if mode == "members":
+            allowed = allowed or result.startswith("wrong: output ")
+        assert allowed, (label, result)
