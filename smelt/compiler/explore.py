@@ -5,11 +5,14 @@
     smelt explore model.onnx --passes loop-schedule,loop-vectorize \\
         --option loop-schedule.mr=4,6 --executor ray
 
-Each candidate (explore_space) is compiled, checked against the reference
-executor and timed by an executor (explore_exec: local processes or Ray). Written
-to the output folder: `candidates.jsonl` (one replayable record per candidate:
-model hash, full pipeline string, options, metrics), `table.txt` and
-`tradeoffs.png`.
+Candidate 0 is the base pipeline itself; each candidate (explore_space) is
+compiled, checked against the oracle (explore_oracle: onnxruntime on the original
+model and the same feeds, or the reference executor where onnxruntime cannot run
+it) and timed by an executor (explore_exec: local processes or Ray). Written to
+the output folder: `candidates.jsonl` (one replayable record per candidate: model
+hash, full pipeline string, options, the oracle that judged it, metrics with the
+seconds of each compile stage, its kernels' hashes and those that differ from the
+base's, the passes' remarks), `table.txt` and `tradeoffs.png`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import hashlib
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -50,13 +54,15 @@ def make_job(
     tolerance: float = 1e-4,
     repeat: int = 10,
     seed: int = 0,
+    oracle: str = "auto",
 ) -> Job:
     """The shared part of a search on the model at `path`: its bytes and hash,
-    seeded random inputs and the reference executor's outputs for them."""
+    seeded random inputs and the oracle's outputs for them (`oracle`: "auto",
+    "onnxruntime" or "reference", see explore_oracle)."""
     from smelt.compiler.cli import random_inputs
     from smelt.compiler.driver import import_graph, io_specs
     from smelt.compiler.explore_eval import Job
-    from smelt.runtime.reference import run_graph
+    from smelt.compiler.explore_oracle import oracle_outputs
 
     try:
         with open(path, "rb") as f:
@@ -68,10 +74,12 @@ def make_job(
     constants = dict(constants or {})
     module = import_graph(data, shapes, base_dir, constants, check_model)
     feeds = random_inputs(SimpleNamespace(inputs=io_specs(module)[0]), seed)
-    expected = run_graph(module, feeds)
+    answer = oracle_outputs(path, module, feeds, constants, oracle)
+    oracle_name = answer.oracle + (f" ({answer.why})" if answer.why else "")
     return Job(
         data, os.path.basename(path), hashlib.sha256(data).hexdigest(), target,
-        base_dir, shapes, constants, check_model, feeds, expected, tolerance, repeat,
+        base_dir, shapes, constants, check_model, feeds, answer.outputs, tolerance,
+        repeat, oracle_name,
     )  # fmt: skip
 
 
@@ -109,7 +117,31 @@ def explore(
     for r in records:
         out = f"candidate-{r['candidate']}.smelt"
         r["replay"] = f"smelt compile {model} -p '{r['pipeline']}' -o {out}"
-    return sorted(records, key=lambda r: r["candidate"])
+    records.sort(key=lambda r: r["candidate"])
+    compare_kernels(records)
+    return records
+
+
+def compare_kernels(records: Sequence[dict]) -> None:
+    """Adds to each compiled record (but the base's, candidate 0) `kernels_vs_base`:
+    its kernels whose hash the base's kernels lack (`differ`, by name), how many
+    it shares with the base (`same`) and how many of the base's it lacks
+    (`base_only`); and `kernels_new` = len(differ) to its metrics."""
+    base = next((r for r in records if r["candidate"] == 0), None)
+    if base is None or "kernel_hashes" not in base:
+        return
+    known = set(base["kernel_hashes"].values())
+    for r in records:
+        hashes = r.get("kernel_hashes")
+        if r is base or hashes is None:
+            continue
+        differ = sorted(name for name, h in hashes.items() if h not in known)
+        r["kernels_vs_base"] = {
+            "differ": differ,
+            "same": len(hashes) - len(differ),
+            "base_only": len(known - set(hashes.values())),
+        }
+        r["metrics"]["kernels_new"] = len(differ)
 
 
 class _NoBar:
@@ -128,6 +160,7 @@ class _NoBar:
 
 COLUMNS = (
     ("kernels", "kernels", "{:d}", 1),
+    ("kernels_new", "not base's", "{:d}", 1),
     ("latency_ms", "ms", "{:.3f}", 1),
     ("arena_bytes", "arena MB", "{:.2f}", 1e-6),
     ("bytes_written", "MB written", "{:.2f}", 1e-6),
@@ -148,6 +181,7 @@ def format_table(records: Sequence[dict], explored: Sequence[str]) -> str:
             for key, _, fmt, scale in COLUMNS
         )  # fmt: skip
         order = " ".join(map(str, r["order"])) or "(none)"
+        order = "base" if r["candidate"] == 0 else order
         opts = " ".join(f"{k.rsplit('.', 1)[1]}={v}" for k, v in r["options"].items())
         lines.append(f"{r['candidate']:>3} {r['status']:<13}{cells}  {order}  {opts}")
     lines.append("passes: " + "  ".join(f"{i}={p}" for i, p in enumerate(explored, 1)))
@@ -179,6 +213,25 @@ def _summary(records: Sequence[dict]) -> list[str]:
     return lines
 
 
+def format_remarks(records: Sequence[dict]) -> str:
+    """The passes' remarks (why each left an op alone) of every compiled candidate,
+    counted by pass and reason, each count against the base's (candidate 0)."""
+    counted = {
+        r["candidate"]: Counter(f"{m['pass_name']}: {m['reason']}" for m in r["remarks"])
+        for r in records if "remarks" in r
+    }  # fmt: skip
+    base = counted.get(0, Counter())
+    lines = ["remarks (why a pass left an op alone), by pass and reason:"]
+    for number, counts in counted.items():
+        title = "base" if number == 0 else f"vs base {counts.total() - base.total():+d}"
+        lines.append(f"  #{number}: {counts.total()} remarks ({title})")
+        for text in sorted(counts.keys() | (base.keys() if number else set())):
+            n, delta = counts[text], counts[text] - base[text]
+            change = f"  ({delta:+d})" if number and delta else ""
+            lines.append(f"    {n:6d}  {text}{change}")
+    return "\n".join(lines)
+
+
 def write_outputs(
     records: Sequence[dict], table: str, folder: str, title: str
 ) -> list[str]:
@@ -206,8 +259,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from smelt.compiler.cli import parse_constants, parse_shapes, resolve_model
     from smelt.compiler.explore_exec import make_executor
     from smelt.compiler.explore_space import (
-        candidates, explored_passes, parse_option_grid, pass_options, split_specs,
-    )  # fmt: skip
+        Candidate,
+        candidates,
+        explored_passes,
+        parse_option_grid,
+        pass_options,
+        split_specs,
+    )
 
     if args.list_options:
         for spec in explored_passes(args.passes):
@@ -216,24 +274,31 @@ def cmd_explore(args: argparse.Namespace) -> int:
             print(f"{spec.name}: {text}")
         return 0
     path = resolve_model(args.model)
+    folder = args.output or f"explore-{os.path.splitext(os.path.basename(path))[0]}"
+    if args.random_weights is not None:
+        path = _with_random_weights(path, args.random_weights, folder)
     base = base_pipeline(args.base, args.target, args.cpu)
     grid = parse_option_grid(args.option)
     cands = candidates(
         base, args.passes, args.orders, subsets=not args.no_subsets, grid=grid,
         seed=args.seed,
     )  # fmt: skip
+    # candidate 0: the base pipeline, whose kernels the others are compared with
+    cands.insert(0, Candidate(0, (), (), ",".join(map(str, split_specs(base)))))
     job = make_job(
         path, args.target, input_shapes=parse_shapes(args.input_shape),
         constants=parse_constants(args.constant), tolerance=args.tolerance,
-        repeat=args.repeat, seed=args.seed,
+        repeat=args.repeat, seed=args.seed, oracle=args.oracle,
     )  # fmt: skip
     explored = [str(p) for p in split_specs(args.passes)]
     executor = make_executor(args.executor, args.workers, args.ray_address)
     try:
-        print(f"{job.name} (sha256 {job.sha256[:12]}): {len(cands)} candidates, "
-              f"{executor.describe()}")
-        header = {"model": job.name, "model_path": args.model,
-                  "model_sha256": job.sha256,
+        print(f"{job.name} (sha256 {job.sha256[:12]}): {len(cands) - 1} candidates "
+              f"and the base, {executor.describe()}")
+        print(f"oracle: {job.oracle}")
+        model_path = args.model if args.random_weights is None else path
+        header = {"model": job.name, "model_path": model_path,
+                  "model_sha256": job.sha256, "oracle": job.oracle,
                   "target": args.target, "base": base, "explored": explored,
                   "smelt_version": _version(), "seed": args.seed}
         records = explore(job, cands, executor, quiet=args.quiet, header=header)
@@ -241,10 +306,29 @@ def cmd_explore(args: argparse.Namespace) -> int:
         executor.close()
     table = format_table(records, explored)
     print(table)
-    folder = args.output or f"explore-{os.path.splitext(job.name)[0]}"
+    if args.remarks:
+        print(format_remarks(records))
     title = f"{job.name}: {len(records)} candidates"
     print("wrote " + ", ".join(write_outputs(records, table, folder, title)))
     return 0
+
+
+def _with_random_weights(path: str, seed: int, folder: str) -> str:
+    """A copy of the model at `path` with seeded random weights and its logits as
+    outputs (smelt.frontend.random_weights), saved in `folder`: its path, which
+    the oracle, the candidates and the records' replay commands all use."""
+    import onnx
+
+    from smelt.frontend.random_weights import random_weights
+
+    stem = os.path.splitext(os.path.basename(path))[0]
+    out = os.path.join(folder, f"{stem}-random-weights-{seed}.onnx")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        onnx.save(random_weights(onnx.load(path), seed), out)
+    except OSError as e:
+        raise SmeltError(f"cannot write the model with random weights: {e}") from None
+    return out
 
 
 def _version() -> str:
@@ -258,6 +342,7 @@ def _version() -> str:
 
 def add_explore_parser(sub: Any) -> None:
     from smelt.compiler.explore_eval import STATUSES
+    from smelt.compiler.explore_oracle import ORACLES
 
     e = sub.add_parser(
         "explore", help="search pass orders, subsets and options: metrics, table, plot",
@@ -288,8 +373,19 @@ def add_explore_parser(sub: Any) -> None:
                    help="an existing Ray cluster (default: a local ray.init())")
     e.add_argument("--repeat", type=int, default=10, help="timed runs per candidate")
     e.add_argument("--tolerance", type=float, default=1e-4, help="max relative "
-                   "error against the reference executor")
+                   "error against the oracle")
+    e.add_argument("--oracle", default="auto", choices=ORACLES,
+                   help="who says what the outputs should be: onnxruntime on the "
+                   "original model (auto: where it runs the model) or smelt's "
+                   "reference executor (auto: where onnxruntime cannot)")
+    e.add_argument("--remarks", action="store_true", help="print why passes "
+                   "declined rewrites, per candidate against the base (always "
+                   "kept in candidates.jsonl)")
     e.add_argument("--seed", type=int, default=0, help="inputs and order sample")
+    e.add_argument("--random-weights", type=int, metavar="SEED",
+                   help="replace the float weights by seeded random ones and add "
+                   "the logits as outputs (as smelt run does); the model is saved "
+                   "in the results folder")
     e.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
     e.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE")
     e.add_argument("-o", "--output", metavar="DIR", help="results folder "

@@ -1,5 +1,7 @@
 """One `smelt explore` candidate, measured: compile its pipeline, check its outputs
-against the reference executor's, time it, and count its kernels and bytes.
+against the oracle's (explore_oracle: onnxruntime, or the reference executor where
+it cannot run the model), time it, count its kernels and bytes, hash each kernel
+and keep the passes' remarks (why they declined a rewrite).
 
 Runs inside an executor's worker process (local or Ray): `evaluate(job,
 candidate)` never raises for a candidate's own failure; it returns a record
@@ -8,19 +10,23 @@ whose `status` says what happened.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import statistics
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
     from smelt.compiler.explore_space import Candidate
 
 STATUSES = ("ok", "wrong", "compile-error", "run-error", "crashed")
-"""ok: outputs match the reference; wrong: they do not (or have another shape);
+"""ok: outputs match the oracle's; wrong: they do not (or have another shape);
 compile-error: the pipeline failed (an invalid combination); run-error: the
 compiled model failed to run; crashed: the worker process died (a native crash)."""
 
@@ -38,9 +44,10 @@ class Job:
     constants: dict[str, Any] = field(default_factory=dict)
     check_model: bool = True
     feeds: dict[str, np.ndarray] = field(default_factory=dict)
-    expected: dict[str, np.ndarray] = field(default_factory=dict)  # reference's
+    expected: dict[str, np.ndarray] = field(default_factory=dict)  # the oracle's
     tolerance: float = 1e-4  # max |error| / max |expected|, per output
     repeat: int = 10  # timed runs after one warm-up run
+    oracle: str = "reference executor"  # who computed `expected` (explore_oracle)
 
 
 # Per worker process: the imported graph of the job's model, by model hash (a
@@ -105,16 +112,43 @@ def max_error(outputs: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -
     return worst
 
 
+def kernel_hashes(module: ModuleOp) -> dict[str, str]:
+    """Each kernel's name → the sha256 (16 hex digits) of its final IR with the
+    name left out: a kernel that two pipelines made alike hashes alike, whatever
+    each calls it. Large constants are elided in the text (kernels take their
+    weights as arguments)."""
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import StringAttr
+    from xdsl.printer import Printer
+
+    from smelt.dialects.loop import is_kernel
+
+    hashes = {}
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and is_kernel(op):
+            unnamed = op.clone()
+            unnamed.sym_name = StringAttr("kernel")
+            text = io.StringIO()
+            Printer(stream=text).print_op(unnamed)
+            digest = hashlib.sha256(text.getvalue().encode()).hexdigest()
+            hashes[op.sym_name.data] = digest[:16]
+    return hashes
+
+
 def evaluate(job: Job, candidate: Candidate) -> dict:
     """Compiles, checks and times `candidate` on `job`: its record."""
     from smelt.compiler.driver import compile as compile_model
+    from smelt.compiler.stages import STAGE_NAMES
+    from smelt.passes import remarks
 
     try:
         module, import_s = imported(job)
     except Exception as e:  # noqa: BLE001 (the model itself: every candidate fails)
         return record(candidate, "compile-error", "import: " + one_line(e))
+    work = module.clone()  # the passes rewrite it in place: the final IR after
     try:
-        model = compile_model(module.clone(), job.target, pipeline=candidate.pipeline)
+        with remarks.collect() as missed:
+            model = compile_model(work, job.target, pipeline=candidate.pipeline)
     except Exception as e:  # noqa: BLE001 (an invalid combination, recorded)
         return record(candidate, "compile-error", one_line(e))
     out = record(candidate, "ok")
@@ -125,18 +159,23 @@ def evaluate(job: Job, candidate: Candidate) -> dict:
         "passes_s": seconds["passes"],
         "codegen_s": seconds["codegen"],
         "import_s": import_s,
+        "stage_s": {k: seconds[k] for k in STAGE_NAMES if k in seconds},
         **model.info["stats"],
     }
+    out["kernel_hashes"] = kernel_hashes(work)
+    out["remarks"] = [asdict(r) for r in missed]
+    out["metrics"]["remarks"] = len(missed)
     if "cpu" in model.info:
         out["cpu"] = model.info["cpu"]
     try:
         outputs = model.run(job.feeds)
         error = max_error(outputs, job.expected)
+        out["oracle"] = job.oracle
         out["metrics"]["max_rel_error"] = error if np.isfinite(error) else None
         if not error <= job.tolerance:
             out["status"] = "wrong"
             out["error"] = (
-                f"outputs differ from the reference executor's: max relative "
+                f"outputs differ from {job.oracle}'s: max relative "
                 f"error {error:.3g} > {job.tolerance:g}"
             )
         times = []

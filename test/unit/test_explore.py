@@ -1,27 +1,34 @@
-"""`smelt explore`: the candidate space, one candidate's evaluation, the local and
-Ray executors end to end on a tiny encoder layer, replaying a record's pipeline,
-and the driver's progress hook."""
+"""`smelt explore`: the candidate space, one candidate's evaluation, its oracle
+(onnxruntime, or the reference executor where onnxruntime cannot run the model),
+a deliberately broken pipeline caught, kernels compared with the base's, the
+passes' remarks, the local and Ray executors end to end on a tiny encoder layer,
+replaying a record's pipeline, and the driver's progress hook."""
 
 import io
 import json
 import os
 import sys
+from dataclasses import dataclass
 
+import numpy as np
 import onnx
 import pytest
+from xdsl.passes import ModulePass
 
 import smelt
 from smelt.compiler import cli, explore_space
-from smelt.compiler.explore import make_job
+from smelt.compiler.explore import compare_kernels, make_job
 from smelt.compiler.explore_eval import evaluate
 from smelt.compiler.explore_exec import LocalExecutor, physical_cores
 from smelt.compiler.explore_plot import pareto
 from smelt.compiler.explore_space import Candidate, candidates, parse_option_grid
 from smelt.compiler.progress import Progress, TerminalProgress, terminal_progress
+from smelt.dialects import graph as g
 from smelt.errors import SmeltError
+from smelt.universe import SMELT_UNIVERSE
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numerics"))
-import models  # noqa: E402  (the benchmarks' encoder layer builder)
+import models  # (the benchmarks' encoder layer builder)
 
 BASE = (
     "target-attach-cpu{cpu=\"x86-64-v3\"},graph-fold-constants,graph-simplify,"
@@ -115,6 +122,130 @@ def test_a_failing_pipeline_is_recorded_not_raised(encoder):
     assert good["metrics"]["max_rel_error"] <= 1e-4
 
 
+# -- the oracle ---------------------------------------------------------------------
+
+
+def test_the_oracle_is_onnxruntime_on_the_original_model(encoder):
+    import onnxruntime as ort
+
+    job = make_job(encoder, repeat=1)
+    assert job.oracle == f"onnxruntime {ort.__version__}"
+    session = ort.InferenceSession(encoder, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in session.get_outputs()],
+                    session.run(None, job.feeds)))  # fmt: skip
+    assert job.expected.keys() == want.keys()
+    for name, value in want.items():
+        assert np.array_equal(job.expected[name], value)  # the same feeds, as is
+    record = evaluate(job, Candidate(1, (1,), (), BASE))
+    assert record["status"] == "ok" and record["oracle"] == job.oracle
+
+
+def test_the_reference_executor_judges_only_where_onnxruntime_cannot(
+    encoder, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # not installed
+    job = make_job(encoder, repeat=1)
+    assert job.oracle == (
+        "reference executor (onnxruntime is not installed (pip install "
+        "'smelt[test]'))"
+    )
+    record = evaluate(job, Candidate(1, (1,), (), BASE))
+    assert record["status"] == "ok" and record["oracle"] == job.oracle
+    with pytest.raises(SmeltError, match="--oracle onnxruntime: onnxruntime is not"):
+        make_job(encoder, oracle="onnxruntime")
+
+
+def test_a_model_onnxruntime_refuses_falls_back_and_says_why(tmp_path):
+    import math
+
+    from onnx import TensorProto, helper
+
+    # valid ONNX that onnxruntime 1.x has no kernel for: Erf on float64
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [6])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [6])
+    graph = helper.make_graph([helper.make_node("Erf", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "erf64.onnx"
+    onnx.save(model, path)
+    job = make_job(str(path), repeat=1)
+    if job.oracle.startswith("onnxruntime"):
+        pytest.skip(f"{job.oracle} runs Erf on float64: no refusal to fall back from")
+    assert job.oracle.startswith(
+        "reference executor (onnxruntime cannot run the model: "
+    ), job.oracle
+    want = [math.erf(v) for v in job.feeds["x"]]
+    assert np.allclose(job.expected["y"], want, rtol=1e-15, atol=0)
+    record = evaluate(job, Candidate(1, (1,), (), BASE))
+    assert record["status"] == "ok" and record["oracle"] == job.oracle
+
+
+@dataclass(frozen=True)
+class DoubleAWeightPass(ModulePass):
+    """A deliberately wrong graph pass: doubles @main's largest float constant."""
+
+    name = "test-double-a-weight"
+
+    def apply(self, ctx, op):
+        consts = [c for c in op.walk() if isinstance(c, g.ConstantOp)
+                  and c.to_array().dtype == np.float32]  # fmt: skip
+        const = max(consts, key=lambda c: c.to_array().size)
+        doubled = g.ConstantOp.from_array(const.to_array() * np.float32(2))
+        const.parent_block().insert_op_before(doubled, const)
+        const.results[0].replace_all_uses_with(doubled.results[0])
+        const.parent_block().erase_op(const)
+
+
+def test_a_deliberately_broken_pipeline_is_caught(encoder, monkeypatch):
+    monkeypatch.setitem(
+        SMELT_UNIVERSE.all_passes, DoubleAWeightPass.name, lambda: DoubleAWeightPass
+    )
+    job = make_job(encoder, repeat=1)
+    broken = BASE.replace("graph-fuse,", "graph-fuse,test-double-a-weight,")
+    record = evaluate(job, Candidate(1, (1,), (), broken))
+    assert record["status"] == "wrong", record
+    assert record["error"].startswith(f"outputs differ from {job.oracle}'s")
+    assert evaluate(job, Candidate(2, (1,), (), BASE))["status"] == "ok"
+
+
+# -- kernels against the base's, stages, remarks ------------------------------------
+
+
+def test_kernels_are_compared_with_the_base_by_hash(encoder):
+    job = make_job(encoder, repeat=1)
+    unfused = BASE.replace("graph-fuse,", "")
+    records = [
+        evaluate(job, Candidate(0, (), (), BASE)),
+        evaluate(job, Candidate(1, (1,), (), BASE)),  # the same pipeline
+        evaluate(job, Candidate(2, (2,), (), unfused)),
+    ]
+    compare_kernels(records)
+    base, same, unfused = records
+    assert "kernels_vs_base" not in base
+    assert same["kernel_hashes"] == base["kernel_hashes"]  # hashing is stable
+    assert same["kernels_vs_base"] == {
+        "differ": [], "same": base["metrics"]["kernels"], "base_only": 0
+    }  # fmt: skip
+    changed = unfused["kernels_vs_base"]
+    assert changed["differ"] and set(changed["differ"]) <= set(unfused["kernel_hashes"])
+    assert unfused["metrics"]["kernels_new"] == len(changed["differ"])
+    assert changed["base_only"] > 0  # the base's fused kernels are not made here
+    stages = base["metrics"]["stage_s"]
+    assert {"graph", "loop", "target", "runtime"} <= stages.keys()
+    assert all(seconds >= 0 for seconds in stages.values())
+
+
+def test_records_keep_the_remarks_of_declining_passes(encoder):
+    job = make_job(encoder, repeat=1)
+    record = evaluate(job, Candidate(1, (1,), (), BASE))
+    said = record["remarks"]
+    assert said and record["metrics"]["remarks"] == len(said)
+    assert {"pass_name", "function", "op", "reason"} == said[0].keys()
+    assert "loop-vectorize" in {r["pass_name"] for r in said}
+    assert all(r["function"] in record["kernel_hashes"] for r in said
+               if r["pass_name"] == "loop-vectorize" and r["op"] != "builtin.module")
+
+
 def test_local_workers_are_one_per_core():
     executor = LocalExecutor()
     cores = physical_cores()
@@ -156,10 +287,16 @@ def _explore(encoder, out, capsys, *extra) -> tuple[list[dict], str]:
 
 
 def test_explore_local_writes_records_table_and_plot(encoder, tmp_path, capsys):
-    records, printed = _explore(encoder, tmp_path, capsys)
-    assert [r["candidate"] for r in records] == [1, 2]
+    records, printed = _explore(encoder, tmp_path, capsys, "--remarks")
+    assert [r["candidate"] for r in records] == [0, 1, 2]  # 0: the base pipeline
     assert all(r["status"] == "ok" for r in records)
-    assert records[0]["metrics"]["kernels"] < records[1]["metrics"]["kernels"]
+    assert records[0]["pipeline"] == BASE
+    assert records[1]["metrics"]["kernels"] < records[2]["metrics"]["kernels"]
+    assert records[2]["kernels_vs_base"]["differ"]  # graph-fuse left out
+    assert all(r["oracle"].startswith("onnxruntime ") for r in records)
+    assert f"oracle: {records[0]['oracle']}" in printed
+    assert "remarks (why a pass left an op alone)" in printed
+    assert "loop-vectorize: fewer iterations than lanes" in printed
     for r in records:  # the record's pipeline replays its kernel count
         assert r["model_sha256"] and r["pipeline"].startswith("target-attach-cpu")
         replayed = smelt.compile(encoder, pipeline=r["pipeline"])
@@ -187,7 +324,7 @@ def test_explore_on_ray(encoder, tmp_path, capsys):
     pytest.importorskip("ray", reason="ray is not installed (pip install ray)")
     records, printed = _explore(encoder, tmp_path, capsys, "--executor", "ray")
     assert "ray: local ray.init()" in printed
-    assert [r["status"] for r in records] == ["ok", "ok"]
+    assert [r["status"] for r in records] == ["ok", "ok", "ok"]
 
 
 # -- progress -----------------------------------------------------------------------
