@@ -11,13 +11,16 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+import numpy as np
 import onnx
+from onnx import helper
 
-from smelt.errors import SmeltError
+from smelt.errors import SmeltError, internal_errors
 from smelt.quantize import qdq
 from smelt.quantize.calibration import METHODS, Calibration, collect, tensor_range
 from smelt.quantize.evaluate import Accuracy, Budget, measure, session
 from smelt.quantize.qdq import DEFAULT_OP_TYPES, Options, upgrade_for_quantization
+from smelt.runtime.artifact import regular_file
 
 
 @dataclass
@@ -92,6 +95,17 @@ def quantize(
     CPUs without VNNI (AVX2) multiply with vpmaddubsw, faster than the vpmaddwd
     that full 8-bit weights need there, for a little accuracy.
     """
+    with internal_errors("smelt.quantize"):  # only SmeltErrors leave
+        return _quantize(
+            model, calibration, output, method, percentile, activations, op_types,
+            exclude, report, accuracy_budget, reduce_range,
+        )  # fmt: skip
+
+
+def _quantize(
+    model, calibration, output, method, percentile, activations, op_types, exclude,
+    report, accuracy_budget, reduce_range,
+) -> QuantizeResult:  # fmt: skip
     if method not in METHODS:
         raise SmeltError(f"unknown calibration method '{method}'; use one of {METHODS}")
     if activations not in ("u8", "s8"):
@@ -102,7 +116,7 @@ def quantize(
     options = Options(activations, tuple(op_types), frozenset(exclude), reduce_range)
     fp32 = qdq.prepare(_load(model))
     nodes = qdq.quantized_nodes(fp32, options)
-    calib = Calibration(calibration, _input_shapes(fp32))
+    calib = Calibration(calibration, _input_shapes(fp32), _input_dtypes(fp32))
     tensors = qdq.activation_tensors(fp32, nodes)
     inner = [t for t in tensors if t not in calib.inputs]
     stats = collect(session(fp32, inner), calib, tensors, method != "minmax")
@@ -145,7 +159,10 @@ def _load(model) -> onnx.ModelProto:
         if isinstance(model, bytes):
             return onnx.load_from_string(model)
         if isinstance(model, (str, os.PathLike)):
+            regular_file(os.fspath(model), "model")  # a FIFO would block
             return onnx.load(model)
+    except SmeltError:
+        raise
     except Exception as e:  # protobuf / file errors
         raise SmeltError(f"cannot load the ONNX model '{model}': {e}") from None
     raise SmeltError(f"expected an ONNX model path, bytes or ModelProto, not {model!r}")
@@ -161,6 +178,16 @@ def _input_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
         for i in model.graph.input
         if i.name not in inits
     }  # fmt: skip
+
+
+def _input_dtypes(model: onnx.ModelProto) -> dict[str, np.dtype]:
+    inits = {t.name for t in model.graph.initializer}
+    dtypes = {}
+    for i in model.graph.input:
+        elem = i.type.tensor_type.elem_type
+        if i.name not in inits and elem:
+            dtypes[i.name] = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+    return dtypes
 
 
 def _layers(model: onnx.ModelProto, nodes) -> dict[str, tuple[list[str], str]]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from smelt.errors import SmeltError
+from smelt.errors import ResourceLimit, SmeltError
 
 BINS = 2048  # TensorRT's histogram size for entropy calibration
 KL_BINS = 128  # quantized-distribution size of the KL search (int8's positive half)
@@ -25,15 +25,103 @@ METHODS = ("minmax", "percentile", "entropy")
 # --- calibration samples -----------------------------------------------------------
 
 
+LIMIT = float(np.finfo(np.float32).max) / 2
+"""The largest magnitude a calibrated value may have: beyond it the scale
+(max − min) / 255 overflows float32 (3e38 would)."""
+
+
 def _read_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of the .npz at `path`: a regular file (a FIFO or device is
+    refused unopened), whose members inflate to no more than the memory free."""
+    from smelt.runtime.artifact import open_regular
+
+    if not os.path.exists(path):
+        raise SmeltError(
+            f"cannot read calibration data from '{path}' (no such file); write it "
+            "with np.savez(path, input_name=array, ...)"
+        )
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError) as e:
+        with open_regular(path, "calibration file") as f:
+            if zipfile.is_zipfile(f):
+                with zipfile.ZipFile(f) as z:
+                    _check_inflated(path, sum(i.file_size for i in z.infolist()))
+                f.seek(0)
+            with np.load(f, allow_pickle=False) as data:
+                return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError,
+            KeyError, RecursionError) as e:  # fmt: skip
         raise SmeltError(
             f"cannot read calibration data from '{path}' ({type(e).__name__}: {e}); "
             "write it with np.savez(path, input_name=array, ...)"
         ) from None
+    except MemoryError:
+        raise ResourceLimit(
+            f"the calibration file '{path}' does not fit in memory: split it into "
+            "a folder of per-sample .npz files"
+        ) from None
+
+
+def _check_inflated(path: str, size: int) -> None:
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):  # not known here
+        return
+    if size > free:
+        raise ResourceLimit(
+            f"the calibration file '{path}' inflates to {size:,} bytes, more than "
+            f"the {free:,} bytes of memory free: split it into a folder of "
+            "per-sample .npz files"
+        )
+
+
+def _as_input(name: str, array, want: np.dtype | None, where: str) -> np.ndarray:
+    """`array` as the model input `name` takes it: floats converted to the
+    input's float type, integers to its integer type when every value fits;
+    anything else refused by name."""
+    try:
+        array = np.asarray(array)
+    except (ValueError, TypeError) as e:
+        raise SmeltError(f"{where}: input '{name}' is not an array ({e})") from None
+    have = array.dtype
+    if want is None or have == want:
+        return array
+    fix = f"convert it (array.astype(np.{want.name}))"
+    if have.kind == "f" and want.kind == "f":
+        with np.errstate(over="ignore"):  # out of range: inf, refused by the caller
+            return array.astype(want)
+    if have.kind in "iu" and want.kind in "iu":
+        info = np.iinfo(want)
+        if array.size == 0 or (array.min() >= info.min and array.max() <= info.max):
+            return array.astype(want)
+        raise SmeltError(
+            f"{where}: input '{name}' is {have.name} with values outside "
+            f"{want.name}, which the model takes: {fix} with values in range"
+        )
+    raise SmeltError(
+        f"{where}: input '{name}' is {have.name}; the model takes {want.name}: {fix}"
+    )
+
+
+def _first_bad(array: np.ndarray, stacked: bool) -> tuple[int, float] | None:
+    """(sample index, value) of the first non-finite or too large value."""
+    if array.dtype.kind != "f" or array.size == 0:
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~np.isfinite(array) | (np.abs(array) > LIMIT)
+    if not bad.any():
+        return None
+    if not stacked:
+        return 0, float(array[bad].flat[0])
+    i = int(np.argmax(bad.reshape(len(bad), -1).any(axis=1)))
+    return i, float(array[i][bad[i]].flat[0])
+
+
+def _bad_value(value: float) -> str:
+    if np.isnan(value):
+        return "NaN"
+    if np.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:g}, beyond ±{LIMIT:.3g} (the scale (max − min) / 255 overflows)"
 
 
 class Calibration:
@@ -41,8 +129,14 @@ class Calibration:
     with the model's own shape. An .npz holds (N, *input_shape) per input; a folder
     holds one .npz per sample (files read one at a time, in name order)."""
 
-    def __init__(self, source, inputs: dict[str, tuple[int, ...]]):
+    def __init__(
+        self,
+        source,
+        inputs: dict[str, tuple[int, ...]],
+        dtypes: dict[str, np.dtype] | None = None,
+    ):
         self.inputs = inputs
+        self.dtypes = dtypes or {}  # each input's type: samples are converted
         if isinstance(source, dict):
             self._stacked, self._files = dict(source), None
         elif isinstance(source, str) and os.path.isdir(source):
@@ -62,7 +156,9 @@ class Calibration:
                 f"of stacked arrays, not {type(source).__name__}"
             )
         if self._stacked is not None:
-            self._check(self._stacked, "the calibration file", stacked=True)
+            self._stacked = self._check(
+                self._stacked, "the calibration data", stacked=True
+            )
             counts = {len(a) for a in self._stacked.values()}
             if len(counts) != 1:
                 raise SmeltError(
@@ -75,30 +171,50 @@ class Calibration:
         if self.count == 0:
             raise SmeltError("the calibration set holds no sample")
 
-    def _check(self, arrays: dict, where: str, stacked: bool) -> None:
+    def _check(
+        self, arrays: dict, where: str, stacked: bool, index: int = 0
+    ) -> dict[str, np.ndarray]:
+        """The model's inputs of `arrays`, converted to its types (`_as_input`),
+        shapes checked and values finite; `index`: the sample's (a file's)."""
         missing = [n for n in self.inputs if n not in arrays]
         if missing:
             raise SmeltError(
                 f"{where} lacks model input(s) {missing}; it holds {sorted(arrays)}"
             )
+        out = {}
         for name, shape in self.inputs.items():
-            got = arrays[name].shape[1:] if stacked else arrays[name].shape
-            if not _fits(got, shape):
+            array = _as_input(name, arrays[name], None, where)
+            got = array.shape[1:] if stacked else array.shape
+            if not _fits(got, shape) or (stacked and array.ndim == 0):
                 lead = "(N, " if stacked else "("
                 raise SmeltError(
-                    f"{where}: input '{name}' has shape {arrays[name].shape}; the "
+                    f"{where}: input '{name}' has shape {array.shape}; the "
                     f"model wants {lead}{', '.join(str(d) for d in shape)})"
                 )
+            bad = _first_bad(array, stacked)  # before a conversion hides it
+            if bad is not None:
+                raise SmeltError(
+                    f"{where}: sample {index + bad[0]} of input '{name}' holds "
+                    f"{_bad_value(bad[1])}; calibration needs finite values within "
+                    f"±{LIMIT:.3g}: drop or fix that sample"
+                )
+            array = _as_input(name, array, self.dtypes.get(name), where)
+            if _first_bad(array, stacked) is not None:  # float64 past float32
+                raise SmeltError(
+                    f"{where}: input '{name}' holds values beyond "
+                    f"{self.dtypes[name].name}, which the model takes: scale them"
+                )
+            out[name] = array
+        return out
 
     def samples(self) -> Iterator[dict[str, np.ndarray]]:
         if self._stacked is not None:
             for i in range(self.count):
                 yield {n: self._stacked[n][i] for n in self.inputs}
             return
-        for path in self._files:
-            arrays = _read_npz(path)
-            self._check(arrays, f"calibration sample '{path}'", stacked=False)
-            yield {n: arrays[n] for n in self.inputs}
+        for i, path in enumerate(self._files):
+            where = f"calibration sample '{path}'"
+            yield self._check(_read_npz(path), where, stacked=False, index=i)
 
 
 def _fits(got: tuple, want: tuple) -> bool:
@@ -149,10 +265,18 @@ def collect(
     """Statistics of `tensors` over the calibration set: one pass for min / max,
     a second for the histograms (their range is then known, so bins never move)."""
     stats = {t: TensorStats() for t in tensors}
-    for feeds in calibration.samples():
+    for i, feeds in enumerate(calibration.samples()):
         values = {**feeds, **run(feeds)}
         for t in tensors:
-            stats[t].add_range(np.asarray(values[t], np.float32))
+            value = np.asarray(values[t], np.float32)
+            bad = _first_bad(value, stacked=False)
+            if bad is not None:
+                raise SmeltError(
+                    f"calibration sample {i}: the model's tensor '{t}' reaches "
+                    f"{_bad_value(bad[1])} (the fp32 model overflows on it): drop "
+                    "or scale that sample"
+                )
+            stats[t].add_range(value)
     if histograms:
         for s in stats.values():
             s.start_histograms()
