@@ -125,23 +125,38 @@ def explore(
 def compare_kernels(records: Sequence[dict]) -> None:
     """Adds to each compiled record (but the base's, candidate 0) `kernels_vs_base`:
     its kernels whose hash the base's kernels lack (`differ`, by name), how many
-    it shares with the base (`same`) and how many of the base's it lacks
-    (`base_only`); and `kernels_new` = len(differ) to its metrics."""
+    it shares with the base (`same`), how many of the base's it lacks
+    (`base_only`), and the shared kernels called a different number of times
+    (`calls_differ`: name → [calls here, calls in the base]); and `kernels_new` =
+    len(differ) to its metrics."""
     base = next((r for r in records if r["candidate"] == 0), None)
     if base is None or "kernel_hashes" not in base:
         return
-    known = set(base["kernel_hashes"].values())
+    base_calls = _calls_by_hash(base)
     for r in records:
         hashes = r.get("kernel_hashes")
         if r is base or hashes is None:
             continue
-        differ = sorted(name for name, h in hashes.items() if h not in known)
+        differ = sorted(name for name, h in hashes.items() if h not in base_calls)
+        calls = _calls_by_hash(r)
         r["kernels_vs_base"] = {
             "differ": differ,
             "same": len(hashes) - len(differ),
-            "base_only": len(known - set(hashes.values())),
-        }
+            "base_only": len(base_calls.keys() - calls.keys()),
+            "calls_differ": {
+                name: [calls[h], base_calls[h]] for name, h in sorted(hashes.items())
+                if h in base_calls and calls[h] != base_calls[h]
+            },
+        }  # fmt: skip
         r["metrics"]["kernels_new"] = len(differ)
+
+
+def _calls_by_hash(record: dict) -> dict[str, int]:
+    calls = record.get("kernel_calls", {})
+    out: dict[str, int] = {}
+    for name, h in record["kernel_hashes"].items():
+        out[h] = out.get(h, 0) + calls.get(name, 0)
+    return out
 
 
 class _NoBar:

@@ -135,6 +135,23 @@ def kernel_hashes(module: ModuleOp) -> dict[str, str]:
     return hashes
 
 
+def kernel_calls(module: ModuleOp) -> dict[str, int]:
+    """How many calls of each kernel the entry function makes (the `kernels`
+    statistic counts calls: one kernel may serve several)."""
+    from xdsl.dialects import func
+
+    from smelt.dialects.loop import is_kernel
+
+    calls: dict[str, int] = {}
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and not is_kernel(op):
+            for call in op.walk():
+                if isinstance(call, func.CallOp):
+                    name = call.callee.string_value()
+                    calls[name] = calls.get(name, 0) + 1
+    return calls
+
+
 def evaluate(job: Job, candidate: Candidate) -> dict:
     """Compiles, checks and times `candidate` on `job`: its record."""
     from smelt.compiler.driver import compile as compile_model
@@ -163,6 +180,7 @@ def evaluate(job: Job, candidate: Candidate) -> dict:
         **model.info["stats"],
     }
     out["kernel_hashes"] = kernel_hashes(work)
+    out["kernel_calls"] = kernel_calls(work)
     out["remarks"] = [asdict(r) for r in missed]
     out["metrics"]["remarks"] = len(missed)
     if "cpu" in model.info:

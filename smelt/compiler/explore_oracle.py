@@ -49,7 +49,7 @@ def oracle_outputs(
     if oracle not in ORACLES:
         raise SmeltError(f"unknown oracle '{oracle}': choose {', '.join(ORACLES)}")
     if oracle == "reference":
-        return Answer(_reference(module, feeds), REFERENCE, "asked for (--oracle)")
+        return Answer(_reference(module, feeds), REFERENCE, "asked for with --oracle")
     try:
         return _onnxruntime(path, module, feeds, constants or {})
     except _CannotRun as e:

@@ -224,8 +224,10 @@ def test_kernels_are_compared_with_the_base_by_hash(encoder):
     assert "kernels_vs_base" not in base
     assert same["kernel_hashes"] == base["kernel_hashes"]  # hashing is stable
     assert same["kernels_vs_base"] == {
-        "differ": [], "same": base["metrics"]["kernels"], "base_only": 0
+        "differ": [], "same": len(base["kernel_hashes"]), "base_only": 0,
+        "calls_differ": {},
     }  # fmt: skip
+    assert sum(base["kernel_calls"].values()) == base["metrics"]["kernels"]
     changed = unfused["kernels_vs_base"]
     assert changed["differ"] and set(changed["differ"]) <= set(unfused["kernel_hashes"])
     assert unfused["metrics"]["kernels_new"] == len(changed["differ"])
@@ -233,6 +235,26 @@ def test_kernels_are_compared_with_the_base_by_hash(encoder):
     stages = base["metrics"]["stage_s"]
     assert {"graph", "loop", "target", "runtime"} <= stages.keys()
     assert all(seconds >= 0 for seconds in stages.values())
+
+
+def test_kernels_compared_by_hash_whatever_their_names_and_calls_counted():
+    def rec(number, hashes, calls):
+        return {"candidate": number, "kernel_hashes": hashes, "kernel_calls": calls,
+                "metrics": {}}  # fmt: skip
+
+    records = [
+        rec(0, {"conv_1": "h1", "add_2": "h2"}, {"conv_1": 1, "add_2": 2}),
+        rec(1, {"conv_7": "h1", "add_8": "h3"}, {"conv_7": 3, "add_8": 1}),
+        rec(2, {"conv_1": "h1", "add_2": "h2"}, {"conv_1": 1, "add_2": 2}),
+    ]
+    compare_kernels(records)
+    assert records[1]["kernels_vs_base"] == {
+        "differ": ["add_8"], "same": 1, "base_only": 1,
+        "calls_differ": {"conv_7": [3, 1]},
+    }  # fmt: skip
+    assert records[1]["metrics"]["kernels_new"] == 1
+    assert records[2]["kernels_vs_base"]["differ"] == []
+    assert records[2]["kernels_vs_base"]["calls_differ"] == {}
 
 
 def test_records_keep_the_remarks_of_declining_passes(encoder):
@@ -317,7 +339,7 @@ def test_replay_prints_the_kernel_count(encoder, tmp_path, capsys):
     out = str(tmp_path / "c.smelt")
     assert cli.main(["compile", encoder, "-p", record["pipeline"], "-o", out]) == 0
     assert f"  {kernels} kernels, arena" in capsys.readouterr().out
-    assert smelt.load(out).info["stats"]["kernels"] == kernels  # in the manifest
+    assert smelt.load(out, trust=True).info["stats"]["kernels"] == kernels  # manifest
 
 
 def test_explore_on_ray(encoder, tmp_path, capsys):
