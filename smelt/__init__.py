@@ -19,12 +19,14 @@ def compile(model, target: str = "cpu", **options):
     return _compile(model, target, **options)
 
 
-def load(path, *, check_cpu: bool = True):
+def load(path, *, check_cpu: bool = True, trust=None):
     """A model saved by `smelt compile -o` / `CompiledModel.save`, ready to run
-    without compiling (and without importing xdsl); see runtime.artifact.load."""
+    without compiling (and without importing xdsl); see runtime.artifact.load.
+    An artifact is native code: it loads only if `trust` is True (you trust
+    where it came from) or names the public key(s) one of which signed it."""
     from smelt.runtime.artifact import load as _load
 
-    return _load(path, check_cpu=check_cpu)
+    return _load(path, check_cpu=check_cpu, trust=trust)
 
 
 def __getattr__(name: str):

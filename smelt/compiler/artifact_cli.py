@@ -51,6 +51,10 @@ def add_compile_parser(sub) -> None:
                    help="no progress line while compiling (none without a terminal)")
     c.add_argument("--memory-limit", type=memory_size, default=0, metavar="SIZE",
                    help=MEMORY_LIMIT_HELP)
+    c.add_argument("--sign", metavar="KEY.pem",
+                   help="sign the artifact with this Ed25519 private key (openssl "
+                   "genpkey -algorithm ed25519 -out KEY.pem); smelt run --trust-key "
+                   "KEY.pub then runs it")
     add_dump_arguments(c)
     c.set_defaults(func=cmd_compile)
 
@@ -66,6 +70,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     )
     from smelt.compiler.progress import shown
     from smelt.compiler.report import format_summary
+    from smelt.runtime import artifact
 
     path = resolve_model(args.model)
     t0 = time.perf_counter()
@@ -80,7 +85,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
             **({"pipeline": args.pipeline} if args.pipeline else {}),
         )  # fmt: skip
     seconds = time.perf_counter() - t0
-    written = model.save(args.output)
+    written = artifact.save(model, args.output, sign=args.sign)
     cached = f" (cache {model.info['cache']})" if "cache" in model.info else ""
     print(f"compiled {os.path.basename(path)} in {seconds:.2f} s{cached} → "
           f"{written} ({os.path.getsize(written) / 2**20:.1f} MiB)")
@@ -110,6 +115,13 @@ def artifact_run_args(argv: Sequence[str] | None) -> argparse.Namespace | None:
     parser.add_argument("--inputs",
                         help=".npz file of inputs by name (default: random)")
     parser.add_argument("-o", "--output", help="write the outputs to this .npz")
+    trust = parser.add_mutually_exclusive_group()
+    trust.add_argument("--trust", action="store_true",
+                       help="run the artifact's native code though it is unsigned "
+                       "or signed by a key not named (you trust where it came from)")
+    trust.add_argument("--trust-key", action="append", metavar="KEY.pub",
+                       help="run it only if this Ed25519 public key signed it "
+                       "(repeatable)")
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of an internal error")
     args = parser.parse_args(argv[1:])
@@ -123,10 +135,11 @@ def cmd_run_artifact(args: argparse.Namespace) -> int:
     from smelt.compiler.cli_output import run_and_show
 
     t0 = time.perf_counter()
-    model = smelt.load(args.artifact)
+    model = smelt.load(args.artifact, trust=args.trust or args.trust_key)
     print(f"loaded {os.path.basename(args.artifact)} in "
           f"{time.perf_counter() - t0:.3f} s  [pipeline: {model.info['pipeline']}]")
     print(f"  cpu {model.info['cpu']}")
+    print(f"  signer {model.info['signer']}")
     feeds = load_inputs(args.inputs) if args.inputs else random_inputs(model)
     run_and_show(model, feeds, args.output)
     return 0

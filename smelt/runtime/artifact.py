@@ -47,6 +47,7 @@ from smelt.lowering.llvm.program import (
     cpu_record,
     recorded_needs,
 )
+from smelt.runtime import artifact_sign
 from smelt.runtime.model import CompiledModel, TensorSpec
 from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
 
@@ -64,11 +65,17 @@ def smelt_version() -> str:
 
 
 def save(
-    model: CompiledModel, path: str | os.PathLike, extra: dict | None = None
+    model: CompiledModel,
+    path: str | os.PathLike,
+    extra: dict | None = None,
+    sign: Any = None,
 ) -> str:
     """Writes `model` (compiled for the cpu target) as an artifact at `path`,
     atomically: a reader sees the old file or the whole new one. `extra` joins the
-    manifest (the cache's key); returns the path."""
+    manifest (the cache's key); `sign`, an Ed25519 private key (or its PEM file),
+    signs it (`artifact_sign`); returns the path."""
+    if sign is not None:
+        sign = artifact_sign.private_key(sign)  # a bad key: before anything
     program = model.program
     if not isinstance(program, NativeProgram):
         raise UnsupportedModel(
@@ -132,8 +139,11 @@ def save(
     temp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        text = json.dumps(manifest, indent=1, default=str).encode()
         with open(temp, "xb") as f, zipfile.ZipFile(f, "w") as z:
-            z.writestr(MANIFEST, json.dumps(manifest, indent=1, default=str))
+            z.writestr(MANIFEST, text)
+            if sign is not None:
+                z.writestr(artifact_sign.SIGNATURE, artifact_sign.sign(text, sign))
             for name, part in code.items():
                 z.writestr(name, part)
             with z.open(WEIGHTS, "w", force_zip64=True) as w:
@@ -170,18 +180,26 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """The manifest of the artifact at `path`, with its format checked."""
     path = os.fspath(path)
     with _refusing_foreign(path), _open(path) as z:
-        return _manifest(z, path)
+        return _manifest(_manifest_text(z, path), path)
 
 
-def load(path: str | os.PathLike, *, check_cpu: bool = True) -> CompiledModel:
-    """The model saved at `path`, ready to run (nothing is compiled). Refuses a
-    damaged file, another format or smelt version, another architecture and, with
-    `check_cpu`, a CPU that lacks an ISA feature the code uses (without: the model
-    loads and refuses to run, as a model compiled here for such a CPU does).
-    Only SmeltErrors leave it, whatever the file holds."""
+def load(
+    path: str | os.PathLike, *, check_cpu: bool = True, trust: Any = None
+) -> CompiledModel:
+    """The model saved at `path`, ready to run (nothing is compiled).
+
+    An artifact is native code that runs in this process: it loads only when
+    `trust` says so, True for any artifact (unsigned, or signed by anyone: a
+    signature must still verify), or the public keys (`artifact_sign.public_keys`:
+    PEM files or keys) one of which must have signed it; None refuses them all.
+    Refuses a damaged file, another format or smelt version, another
+    architecture and, with `check_cpu`, a CPU that lacks an ISA feature the code
+    uses (without: the model loads and refuses to run, as a model compiled here
+    for such a CPU does). Only SmeltErrors leave it, whatever the file holds;
+    `info["signer"]` says who signed it ("unsigned" or a key's fingerprint)."""
     path = os.fspath(path)
     with _refusing_foreign(path):
-        return _load(path, check_cpu)
+        return _load(path, check_cpu, trust)
 
 
 @contextmanager
@@ -202,10 +220,12 @@ def _refusing_foreign(path: str) -> Iterator[None]:
         raise _damaged(path, f"{type(e).__name__}: {e}") from None
 
 
-def _load(path: str, check_cpu: bool) -> CompiledModel:
+def _load(path: str, check_cpu: bool, trust: Any) -> CompiledModel:
     t0 = time.perf_counter()
     with _open(path) as z:
-        manifest = _manifest(z, path)
+        text = _manifest_text(z, path)
+        manifest = _manifest(text, path)
+        signer = artifact_sign.check(text, _signature(z, path), trust, path)
         spec, missing = _check_host(manifest, path, check_cpu)
         code = tuple(
             _member(z, manifest, name, path).tobytes() for name in _code(manifest, path)
@@ -213,7 +233,8 @@ def _load(path: str, check_cpu: bool) -> CompiledModel:
         blob = _member(z, manifest, WEIGHTS, path)
     engine = load_objects(code, ENTRY, f"the artifact '{path}'")
     spec, missing = _check_code_cpu(engine, missing, path, check_cpu)
-    p = manifest["program"]
+    p = manifest["program"]  # a dict (`_code`)
+    segments = _segments(blob, p.get("weight_segments"), path)
     try:
         signature = [(tuple(s), _dtype(d)) for s, d in p["signature"]]
         program = NativeProgram(
@@ -222,7 +243,7 @@ def _load(path: str, check_cpu: bool) -> CompiledModel:
             [t["name"] for t in manifest["inputs"]],
             [t["name"] for t in manifest["outputs"]],
             int(p["arena_bytes"]),
-            _segments(blob, p.get("weight_segments"), path),
+            segments,
             int(p["weight_bytes"]),
             int(p["threads"]),
             int(p["pool_bytes"]),
@@ -242,6 +263,8 @@ def _load(path: str, check_cpu: bool) -> CompiledModel:
             f"for ({e.recorded})"
         )
         raise _damaged(path, why) from None
+    except InvalidModel as e:  # the code's records (program.py)
+        raise _damaged(path, str(e)) from None
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         why = f"its manifest is incomplete ({type(e).__name__}: {e})"
         raise _damaged(path, why) from None
@@ -253,6 +276,7 @@ def _load(path: str, check_cpu: bool) -> CompiledModel:
         "options": manifest.get("options"),
         "stats": manifest.get("stats"),
         "artifact": path,
+        "signer": signer,
         "manifest": manifest,
         "seconds": {"load": time.perf_counter() - t0},
     }
@@ -373,19 +397,40 @@ def _damaged(path: str, why: str) -> InvalidModel:
     )
 
 
-def _manifest(z: zipfile.ZipFile, path: str) -> dict[str, Any]:
+def _manifest_text(z: zipfile.ZipFile, path: str) -> bytes:
+    return _small_member(z, MANIFEST, MANIFEST_LIMIT, path)
+
+
+def _signature(z: zipfile.ZipFile, path: str) -> bytes | None:
+    if artifact_sign.SIGNATURE not in z.namelist():
+        return None
+    return _small_member(
+        z, artifact_sign.SIGNATURE, artifact_sign.SIGNATURE_LIMIT, path
+    )
+
+
+def _small_member(z: zipfile.ZipFile, name: str, limit: int, path: str) -> bytes:
+    """A member read whole, refused past `limit` bytes (inflated: a deflate bomb
+    stops there)."""
     try:
-        size = z.getinfo(MANIFEST).file_size
-        if size > MANIFEST_LIMIT:
-            raise _damaged(path, f"its {MANIFEST} holds {size} bytes, too many")
-        with z.open(MANIFEST) as f:
-            text = f.read(MANIFEST_LIMIT + 1)  # zipfile checks its CRC-32
-        if len(text) > MANIFEST_LIMIT:
-            raise _damaged(path, f"its {MANIFEST} inflates past {MANIFEST_LIMIT} bytes")
-        manifest = json.loads(text)
+        size = z.getinfo(name).file_size
+        if size > limit:
+            raise _damaged(path, f"its {name} holds {size} bytes, too many")
+        with z.open(name) as f:
+            text = f.read(limit + 1)  # zipfile checks its CRC-32
     except KeyError:
-        raise _damaged(path, f"it has no {MANIFEST}") from None
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError, RecursionError) as e:
+        raise _damaged(path, f"it has no {name}") from None
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise _damaged(path, f"its {name} cannot be read ({e})") from None
+    if len(text) > limit:
+        raise _damaged(path, f"its {name} inflates past {limit} bytes")
+    return text
+
+
+def _manifest(text: bytes, path: str) -> dict[str, Any]:
+    try:
+        manifest = json.loads(text)
+    except (ValueError, RecursionError) as e:
         raise _damaged(path, f"its {MANIFEST} cannot be read ({e})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise _damaged(path, f"its {MANIFEST} is not a smelt manifest")

@@ -63,7 +63,7 @@ RUNNER = textwrap.dedent("""
     import sys
     import numpy as np
     import smelt
-    model = smelt.load(sys.argv[1])
+    model = smelt.load(sys.argv[1], trust=True)
     feeds = dict(np.load(sys.argv[2]))
     np.savez(sys.argv[3], **model.run(feeds))
     heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("xdsl", "onnx"))
@@ -141,8 +141,8 @@ def saved(tmp_path_factory):
 
 def test_a_loaded_model_saves_again(saved, tmp_path):
     compiled, path = saved
-    copy = smelt.load(path).save(tmp_path / "copy.smelt")
-    again = smelt.load(copy)
+    copy = smelt.load(path, trust=True).save(tmp_path / "copy.smelt")
+    again = smelt.load(copy, trust=True)
     feeds = _feeds(compiled)
     np.testing.assert_array_equal(again.run(feeds)["y"], compiled.run(feeds)["y"])
     assert again.info["pipeline"] == compiled.info["pipeline"]
@@ -177,7 +177,7 @@ def test_damaged_or_foreign_artifacts_are_refused(saved, tmp_path, edit, kind, n
     path.write_bytes(saved[1].read_bytes())
     _rewrite(path, **edit)
     with pytest.raises(kind, match=needle):
-        smelt.load(path)
+        smelt.load(path, trust=True)
 
 
 def test_truncated_or_foreign_files_are_refused(saved, tmp_path):
@@ -185,13 +185,13 @@ def test_truncated_or_foreign_files_are_refused(saved, tmp_path):
     cut = tmp_path / "cut.smelt"
     cut.write_bytes(data[: len(data) // 2])
     with pytest.raises(InvalidModel, match="cut.smelt"):
-        smelt.load(cut)
+        smelt.load(cut, trust=True)
     other = tmp_path / "model.onnx"
     other.write_bytes(_tanh_model().SerializeToString())
     with pytest.raises(InvalidModel, match="not a readable zip"):
-        smelt.load(other)
+        smelt.load(other, trust=True)
     with pytest.raises(SmeltError, match="no artifact file"):
-        smelt.load(tmp_path / "absent.smelt")
+        smelt.load(tmp_path / "absent.smelt", trust=True)
 
 
 def test_a_cpu_the_host_lacks_is_refused(saved, tmp_path):
@@ -202,8 +202,8 @@ def test_a_cpu_the_host_lacks_is_refused(saved, tmp_path):
     path.write_bytes(saved[1].read_bytes())
     _rewrite(path, edit_manifest=lambda m: m["cpu"]["features"].append(lacking[0]))
     with pytest.raises(UnsupportedModel, match=f"{lacking[0]}, which this CPU"):
-        smelt.load(path)
-    model = smelt.load(path, check_cpu=False)  # loads, and refuses to run
+        smelt.load(path, trust=True)
+    model = smelt.load(path, check_cpu=False, trust=True)  # loads, refuses to run
     with pytest.raises(SmeltError, match="lacks"):
         model.run(_feeds(model))
 
@@ -220,9 +220,9 @@ def test_features_of_another_cpu_name_are_checked(saved, tmp_path):
 
     _rewrite(path, edit_manifest=foreign)
     with pytest.raises(UnsupportedModel, match="with imaginaryext, which this CPU"):
-        smelt.load(path)
+        smelt.load(path, trust=True)
     with pytest.raises(SmeltError, match="imaginaryext"):
-        smelt.load(path, check_cpu=False).run(_feeds(saved[0]))
+        smelt.load(path, check_cpu=False, trust=True).run(_feeds(saved[0]))
 
 
 def test_cache_hit_then_corrupt_entry_rebuilt(tmp_path):
@@ -304,7 +304,7 @@ def test_cli_compile_then_run(tmp_path):
     done = smelt_cli("compile", str(onnx_path), "-o", str(tmp_path / "mlp.smelt"))
     assert done.returncode == 0, done.stderr
     assert "mlp.smelt" in done.stdout
-    ran = smelt_cli("run", str(tmp_path / "mlp.smelt"), "--inputs",
+    ran = smelt_cli("run", str(tmp_path / "mlp.smelt"), "--trust", "--inputs",
                     str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz"))
     assert ran.returncode == 0, ran.stderr
     assert "loaded mlp.smelt" in ran.stdout
@@ -313,7 +313,7 @@ def test_cli_compile_then_run(tmp_path):
     # the run path imports neither xdsl nor onnx
     check = (
         "import sys; from smelt.compiler.cli import main; "
-        f"assert main(['run', {str(tmp_path / 'mlp.smelt')!r}]) == 0; "
+        f"assert main(['run', {str(tmp_path / 'mlp.smelt')!r}, '--trust']) == 0; "
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('xdsl', 'onnx')]; "
         "assert not heavy, heavy"
     )
@@ -325,7 +325,7 @@ def test_cli_compile_then_run(tmp_path):
         done = smelt_cli("compile", str(onnx_path), "-o", str(tmp_path / "c.smelt"),
                          "--cache", str(tmp_path / "cache"))
         assert done.returncode == 0 and f"(cache {status})" in done.stdout, done
-    ran = smelt_cli("run", str(tmp_path / "c.smelt"), "--inputs",
+    ran = smelt_cli("run", str(tmp_path / "c.smelt"), "--trust", "--inputs",
                     str(tmp_path / "in.npz"), "-o", str(tmp_path / "out2.npz"))
     assert ran.returncode == 0, ran.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "out2.npz")["y"], expected)

@@ -151,7 +151,7 @@ def outcome(path: Path, expected: dict[str, np.ndarray]) -> str:
     SmeltError), or what went wrong ("wrong: ...", "foreign: ...")."""
     good, bad = probe_feeds()
     try:
-        model = smelt.load(path)
+        model = smelt.load(path, trust=True)
         got = model.run(good)
         for name, want in expected.items():
             if name not in got or not np.array_equal(got[name], want):
@@ -358,7 +358,7 @@ def test_the_probes_of_the_issue_are_refused_by_name(probe, tmp_path, edit, need
     path = tmp_path / "m.smelt"
     rewrite(probe[0], path, edit)
     with pytest.raises(InvalidModel, match="is damaged") as info:
-        smelt.load(path)
+        smelt.load(path, trust=True)
     assert needle in str(info.value)
 
 
@@ -421,7 +421,7 @@ def test_a_fifo_device_or_folder_is_refused_without_reading(tmp_path):
     for path, kind in ((fifo, "a FIFO"), (zero, "a character device"),
                        (folder, "a folder")):  # fmt: skip
         with deadline(20), pytest.raises(InvalidModel, match=kind):
-            smelt.load(path)
+            smelt.load(path, trust=True)
         with deadline(20), pytest.raises(InvalidModel, match=kind):
             artifact.read_manifest(path)
 
@@ -438,10 +438,10 @@ def test_an_inflating_or_deep_manifest_is_refused(probe, tmp_path):
     bomb = _zip(tmp_path / "bomb.smelt", {artifact.MANIFEST: b" " * size})
     assert bomb.stat().st_size < size // 100  # it inflates
     with deadline(60), pytest.raises(InvalidModel, match="too many"):
-        smelt.load(bomb)
+        smelt.load(bomb, trust=True)
     deep = _zip(tmp_path / "deep.smelt", {artifact.MANIFEST: b"[" * 200_000})
     with pytest.raises(InvalidModel, match="manifest.json cannot be read"):
-        smelt.load(deep)
+        smelt.load(deep, trust=True)
     # a member whose record claims more bytes than the file holds
     lying = tmp_path / "lying.smelt"
 
@@ -450,7 +450,7 @@ def test_an_inflating_or_deep_manifest_is_refused(probe, tmp_path):
 
     rewrite(probe[0], lying, claim)
     with deadline(60), pytest.raises(InvalidModel, match="code0.o"):
-        smelt.load(lying)
+        smelt.load(lying, trust=True)
 
 
 @pytest.mark.parametrize("mode", ["flips", "members"])
@@ -466,3 +466,192 @@ def test_bit_flips_end_cleanly(probe, tmp_path, mode):
         if mode == "members":
             allowed = allowed or result.startswith("wrong: output ")
         assert allowed, (label, result)
+
+
+# -- signatures ------------------------------------------------------------------------
+
+
+def _keys(folder: Path, name: str) -> tuple[Path, Path]:
+    """A fresh Ed25519 key pair as PEM files (what openssl genpkey writes)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    private, public = folder / f"{name}.pem", folder / f"{name}.pub"
+    private.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ))  # fmt: skip
+    public.write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ))  # fmt: skip
+    return private, public
+
+
+def _members(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def _write(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def _system_object(needs: dict, segments: list[int], marker: Path) -> bytes:
+    """Object code with the artifact's entry point and records whose entry point
+    calls system("touch MARKER"): code replaced by a hostile writer."""
+    import llvmlite.binding as llvm
+
+    from smelt.lowering.llvm import program
+
+    def text(data: bytes) -> str:
+        return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}"
+                       for b in data)  # fmt: skip
+
+    command = f"touch {marker}".encode() + b"\0"
+    record = json.dumps(needs, sort_keys=True).encode() + b"\0"
+    table = ", ".join(f"i64 {n}" for n in segments)
+    ir_text = f"""
+        @cmd = private constant [{len(command)} x i8] c"{text(command)}"
+        @{program.NEEDS_GLOBAL} = constant [{len(record)} x i8] c"{text(record)}"
+        @{program.SEGMENTS_GLOBAL} = constant [{len(segments)} x i64] [{table}]
+        @{program.STATUS_GLOBAL} = global i32 0
+        declare i32 @system(ptr)
+        define void @{program.ENTRY}(ptr %io, ptr %arena, ptr %w, ptr %pool) {{
+          %r = call i32 @system(ptr @cmd)
+          ret void
+        }}
+    """
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = llvm.parse_assembly(ir_text)
+    module.triple = llvm.get_process_triple()
+    target = llvm.Target.from_triple(module.triple)
+    machine = target.create_target_machine(codemodel="jitdefault", jit=True)
+    return machine.emit_object(module)
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("signed")
+    private, public = _keys(folder, "builder")
+    compiled = smelt.compile(probe_model())
+    path = artifact.save(compiled, folder / "signed.smelt", sign=private)
+    return compiled, Path(path), private, public
+
+
+def test_a_signed_artifact_runs_for_its_key(signed, tmp_path):
+    compiled, path, _private, public = signed
+    good = probe_feeds()[0]
+    model = smelt.load(path, trust=public)
+    from cryptography.hazmat.primitives import serialization
+
+    from smelt.runtime.artifact_sign import fingerprint
+
+    raw = serialization.load_pem_public_key(public.read_bytes()).public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    assert model.info["signer"] == fingerprint(raw)
+    for name, want in compiled.run(good).items():
+        np.testing.assert_array_equal(model.run(good)[name], want)
+    _, other = _keys(tmp_path, "other")
+    assert smelt.load(path, trust=[other, public]).info["signer"] == fingerprint(raw)
+    assert smelt.load(path, trust=True).info["signer"] == fingerprint(raw)
+    with pytest.raises(InvalidModel, match="no key named.*trust=True"):
+        smelt.load(path)
+    with pytest.raises(InvalidModel, match="not a key you trust"):
+        smelt.load(path, trust=other)
+    unsigned = compiled.save(tmp_path / "unsigned.smelt")
+    for trust in (None, False, public):
+        with pytest.raises(InvalidModel, match="is unsigned; an artifact is native"):
+            smelt.load(unsigned, trust=trust)
+    with pytest.raises(SmeltError, match="trust= takes True"):
+        smelt.load(path, trust=3)
+
+
+def test_replaced_code_runs_only_when_trusted(signed, tmp_path):
+    """The issue's probe: the object code replaced by code that calls system(),
+    the manifest's hashes recomputed. Signed by the builder's key the artifact
+    was; the replacement is refused for that key with the old signature, without
+    one and with another key's; trust=True runs it (what trusting means)."""
+    import hashlib
+
+    from smelt.lowering.llvm import program
+    from smelt.runtime import artifact_sign
+
+    compiled, path, _private, public = signed
+    marker = tmp_path / "ran"
+    needs = program.recorded_needs(compiled.program._engine)
+    segments = [len(compiled.program.weights),
+                *(w.nbytes for w in compiled.program.weights)]  # fmt: skip
+    code = _system_object(needs, segments, marker)
+    members = _members(path)
+    manifest = json.loads(members[artifact.MANIFEST])
+    for name in manifest["program"]["code"]:
+        del members[name], manifest["members"][name]
+    manifest["program"]["code"] = ["code0.o"]
+    manifest["members"]["code0.o"] = {
+        "bytes": len(code),
+        "sha256": hashlib.sha256(code).hexdigest(),
+    }
+    members["code0.o"] = code
+    members[artifact.MANIFEST] = text = json.dumps(manifest).encode()
+    kept = _write(tmp_path / "kept.smelt", members)  # the builder's old signature
+    del members[artifact_sign.SIGNATURE]
+    bare = _write(tmp_path / "bare.smelt", members)
+    mallory, _ = _keys(tmp_path, "mallory")
+    members[artifact_sign.SIGNATURE] = artifact_sign.sign(text, mallory)
+    resigned = _write(tmp_path / "resigned.smelt", members)
+    for hostile, trust, needle in (
+        (kept, public, "does not match its manifest"),
+        (kept, True, "does not match its manifest"),
+        (bare, public, "is unsigned"),
+        (bare, None, "is unsigned"),
+        (resigned, public, "not a key you trust"),
+        (resigned, None, "no key named"),
+    ):
+        with pytest.raises(InvalidModel, match=needle):
+            smelt.load(hostile, trust=trust)
+    assert not marker.exists()
+    # trusted, the replaced code is what runs: in a subprocess
+    run = (
+        "import sys, smelt; sys.path.insert(0, sys.argv[2]); "
+        "import test_artifact_trust as t; "
+        "smelt.load(sys.argv[1], trust=True).run(t.probe_feeds()[0])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", run, str(bare), str(HERE)],
+        check=False, timeout=120, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert marker.exists()
+
+
+def test_cli_signs_and_trusts_by_key(signed, tmp_path):
+    _compiled, _, private, public = signed
+    model = tmp_path / "m.onnx"
+    model.write_bytes(probe_model().SerializeToString())
+    out = tmp_path / "m.smelt"
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "smelt.compiler.cli", *args],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+
+    done = cli("compile", str(model), "-o", str(out), "--sign", str(private), "-q")
+    assert done.returncode == 0, done.stderr
+    ran = cli("run", str(out), "--trust-key", str(public))
+    assert ran.returncode == 0, ran.stderr
+    assert "ed25519:" in ran.stdout
+    refused = cli("run", str(out))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("smelt: error: the artifact") and (
+        "--trust-key KEY.pub" in refused.stderr
+    ), refused.stderr
+    assert cli("run", str(out), "--trust").returncode == 0
+    bad = cli("compile", str(model), "-o", str(out), "--sign", str(public), "-q")
+    assert bad.returncode == 1 and "not an unencrypted PEM private key" in bad.stderr

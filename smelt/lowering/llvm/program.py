@@ -173,6 +173,14 @@ class NeedsMismatch(InvalidModel):
         )
 
 
+def _global(engine: llvm.ExecutionEngine, name: str) -> int:
+    """The address of a global the code's record says it defines."""
+    address = engine.get_global_value_address(name)
+    if not address:
+        raise InvalidModel(f"its code lacks the global {name} that its record names")
+    return address
+
+
 def _short(value: Any, limit: int = 120) -> str:
     text = json.dumps(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -235,7 +243,7 @@ class NativeProgram:
         self.check_messages = check_messages
         self._status: ctypes.c_int32 | None = None
         if check_messages:
-            address = engine.get_global_value_address(STATUS_GLOBAL)
+            address = _global(engine, STATUS_GLOBAL)
             self._status = ctypes.c_int32.from_address(address)
         self.arena_bytes = arena_bytes
         self.weight_bytes = weight_bytes
@@ -262,7 +270,7 @@ class NativeProgram:
         self.profiled_nodes = profiled_nodes  # the ONNX nodes of each call
         self._ticks: np.ndarray | None = None
         if profiled_calls:
-            address = engine.get_global_value_address(PROFILE_GLOBAL)
+            address = _global(engine, PROFILE_GLOBAL)
             ticks = (ctypes.c_int64 * len(profiled_calls)).from_address(address)
             self._ticks = np.ctypeslib.as_array(ticks)
         if threads > 1 and not self.missing_features:
