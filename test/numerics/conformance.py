@@ -122,6 +122,8 @@ def run_case(case) -> Outcome:
     frozen_model, _ = freeze(case.model, data[0][0])
     try:
         model = smelt.compile(frozen_model, "cpu")
+    except smelt.InternalError as e:  # smelt's own bug, whatever it says
+        return Outcome(case.name, "failed", f"internal error: {e}"[:200])
     except smelt.SmeltError as e:
         return Outcome(case.name, "refused", _first_problem(str(e)))
     except Exception as e:  # a crash on a valid model is a failure, not unsupported
