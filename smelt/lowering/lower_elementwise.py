@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import IntegerType
+from xdsl.dialects.builtin import IntegerAttr, IntegerType
 from xdsl.ir import Operation, SSAValue
 
-from smelt.dialects import graph
+from smelt.dialects import graph, loop
 from smelt.errors import SmeltError
 from smelt.lowering import lower_quant
 from smelt.lowering.loop_builder import Index, KernelBuilder, shape
@@ -203,7 +203,10 @@ def emit_elementwise(
     buffers: dict[SSAValue, SSAValue],
 ) -> None:
     """Stores each graph value of `outputs` (value, buffer) computed elementwise from
-    `buffers`; outputs of one shape share a loop nest."""
+    `buffers`; outputs of one shape share a loop nest. A kernel of one output is
+    marked `loop.elementwise`: each element is stored after every load of its
+    own index, so buffer-plan may place the output over an input of its shape
+    that dies at the call."""
     by_shape: dict[tuple[int, ...], list[tuple[SSAValue, SSAValue]]] = {}
     for value, buffer in outputs:
         by_shape.setdefault(shape(buffer), []).append((value, buffer))
@@ -212,6 +215,8 @@ def emit_elementwise(
             known: dict[SSAValue, SSAValue] = {}
             for value, buffer in group:
                 k.store_value(evaluate(k, value, ivs, buffers, known), buffer, ivs)
+    if len(outputs) == 1:
+        k.func.attributes[loop.ELEMENTWISE_ATTR] = IntegerAttr(1, 64)
 
 
 def lower_elementwise(ctx: LoweringContext, op: Operation) -> None:

@@ -61,7 +61,9 @@ def live_buffers(main: func.FuncOp) -> tuple[list[Buffer], list[func.CallOp]]:
 
 def _inplace_pairs(buffers: list[Buffer], calls, kernels) -> dict[int, Buffer]:
     """id(output buffer) → input buffer it may reuse: the call's kernel is
-    elementwise, the input dies at that call and has the output's size."""
+    elementwise (`loop.ELEMENTWISE_ATTR`), the input dies at that call, and both
+    are whole buffers (no view) of one shape and element size, so that the kernel
+    reads each input element at the index it writes."""
     by_value = {b.alloc.result: b for b in buffers}
     pairs: dict[int, Buffer] = {}
     taken: set[int] = set()
@@ -72,16 +74,23 @@ def _inplace_pairs(buffers: list[Buffer], calls, kernels) -> dict[int, Buffer]:
         n_out = int(kernel.attributes[loop.ELEMENTWISE_ATTR].value.data)  # outputs at the end
         ins, outs = call.arguments[:-n_out], call.arguments[-n_out:]
         for out in outs:
-            ob = by_value.get(_root(out))
+            ob = by_value.get(out)
             if ob is None or ob.start != i:
                 continue
             for inp in ins:
-                ib = by_value.get(_root(inp))
-                if ib and ib.end == i and ib.size == ob.size and id(ib) not in taken:
+                ib = by_value.get(inp)
+                if ib and ib.end == i and _same_layout(ib, ob) and id(ib) not in taken:
                     pairs[id(ob)] = ib
                     taken.add(id(ib))
                     break
     return pairs
+
+
+def _same_layout(a: Buffer, b: Buffer) -> bool:
+    ta, tb = a.alloc.result.type, b.alloc.result.type
+    return ta.get_shape() == tb.get_shape() and dtypes.byte_size(
+        ta.element_type
+    ) == dtypes.byte_size(tb.element_type)
 
 
 # Orders in which buffers are placed; plan() keeps the one with the smallest arena.
@@ -149,10 +158,19 @@ def plan(
     return place(buffers, best_order, pairs)
 
 
-def lower_bound(buffers: list[Buffer], steps: int) -> int:
-    """The largest total of simultaneously live bytes."""
+def lower_bound(
+    buffers: list[Buffer], steps: int, pairs: dict[int, Buffer] | None = None
+) -> int:
+    """The largest total of simultaneously live bytes (an input that an in-place
+    output may take over, `pairs`, counts once at the call where it dies)."""
+    shared: dict[int, int] = {}
+    for host in (pairs or {}).values():
+        shared[host.end] = shared.get(host.end, 0) + host.size
     return max(
-        (sum(b.size for b in buffers if b.start <= t <= b.end) for t in range(steps)),
+        (
+            sum(b.size for b in buffers if b.start <= t <= b.end) - shared.get(t, 0)
+            for t in range(steps)
+        ),
         default=0,
     )
 
@@ -192,7 +210,7 @@ class BufferPlanPass(ModulePass):
             if isinstance(a, loop.AllocOp) and a.offset is None:
                 a.offset = IntAttr(0)
                 arena = max(arena, _align(nbytes(a.result.type)))
-        bound = lower_bound(buffers, len(calls))
+        bound = lower_bound(buffers, len(calls), pairs)
         naive = sum(b.size for b in buffers)
         if naive >= 2**63:
             largest = max(buffers, key=lambda b: b.size)
