@@ -173,15 +173,29 @@ def probes(
     source: Path, mode: str, count: int = 0, seed: int = 0
 ) -> Iterator[tuple[str, Callable[[Path], None]]]:
     """(label, write the probe's file at a path): "fields" edits every manifest
-    field (`edits`); "flips" flips `count` random bits of the file (hashes left
+    field (`edits`), "combos" `count` random triples of those edits; "flips" flips `count` random bits of the file (hashes left
     as they are) and "members" `count` bits inside its members with the
     manifest's sizes and sha256 recomputed (what a careless or hostile writer
     makes)."""
-    if mode == "fields":
+    if mode in ("fields", "combos"):
         with zipfile.ZipFile(source) as z:
             manifest = json.loads(z.read(artifact.MANIFEST))
-        for label, edit in edits(manifest):
-            yield label, lambda target, edit=edit: rewrite(source, target, edit)
+        every = list(edits(manifest))
+        if mode == "fields":
+            for label, edit in every:
+                yield label, lambda target, edit=edit: rewrite(source, target, edit)
+            return
+        rng = np.random.default_rng(seed)
+        for n in range(count):
+            picked = [every[int(i)] for i in rng.integers(0, len(every), 3)]
+            yield (
+                f"combo {n}: " + " & ".join(label for label, _ in picked),
+                (
+                    lambda target, picked=picked: rewrite(
+                        source, target, lambda m: _all(m, [e for _, e in picked])
+                    )
+                ),
+            )
         return
     data = source.read_bytes()
     rng = np.random.default_rng(seed)
@@ -202,6 +216,16 @@ def probes(
             f"member {name} {at}.{bit}",
             lambda t, n=name, a=at, b=bit: _flip_member(source, t, n, a, b),
         )
+
+
+def _all(manifest: dict, changes: list[Callable[[dict], None]]) -> None:
+    """Applies `changes` in turn, skipping one that an earlier change made
+    impossible (its field deleted or replaced by another type)."""
+    for change in changes:
+        try:
+            change(manifest)
+        except (KeyError, IndexError, TypeError):
+            pass
 
 
 def _flip_member(source: Path, target: Path, name: str, at: int, bit: int) -> None:
