@@ -464,13 +464,17 @@ def _check_host(
     spec = manifest_spec(manifest, path)
     missing = lacking(manifest, path)
     if check_cpu and missing:
-        raise UnsupportedModel(
-            f"the artifact '{path}' was compiled for {spec.name} with "
-            f"{', '.join(missing)}, which this CPU ({host().name}) lacks: compile the "
-            "model here, or for a CPU this one covers (an artifact built with --cpu "
-            "x86-64-v3 or x86-64-v4 runs on every CPU of that level)"
-        )
+        raise _lacks(path, spec, missing)
     return spec, missing
+
+
+def _lacks(path: str, spec: CpuSpec, missing: list[str]) -> UnsupportedModel:
+    return UnsupportedModel(
+        f"the artifact '{path}' was compiled for {spec.name} with "
+        f"{', '.join(missing)}, which this CPU ({host().name}) lacks: compile the "
+        "model here, or for a CPU this one covers (an artifact built with --cpu "
+        "x86-64-v3 or x86-64-v4 runs on every CPU of that level)"
+    )
 
 
 def _check_code_cpu(
@@ -487,11 +491,7 @@ def _check_code_cpu(
     spec = manifest_spec(cpu, path)
     lacks = lacking(cpu, path)
     if check_cpu and lacks:
-        raise UnsupportedModel(
-            f"the artifact '{path}' holds code compiled for {spec.name} with "
-            f"{', '.join(lacks)}, which this CPU ({host().name}) lacks: compile the "
-            "model here, or for a CPU this one covers"
-        )
+        raise _lacks(path, spec, lacks)
     return spec, sorted({*missing, *lacks})
 
 

@@ -69,19 +69,26 @@ def private_key(key: Any):
     ed25519, serialization, _ = _crypto()
     if isinstance(key, ed25519.Ed25519PrivateKey):
         return key
-    path = os.fspath(key)
+    return _pem_key(
+        os.fspath(key), "signing key", "an unencrypted PEM private key",
+        lambda data: serialization.load_pem_private_key(data, password=None),
+        ed25519.Ed25519PrivateKey,
+        "openssl genpkey -algorithm ed25519 -out key.pem",
+    )  # fmt: skip
+
+
+def _pem_key(path: str, what: str, form: str, load, kind: type, make: str):
+    """The key of `kind` in the PEM file at `path`, read by `load`; the errors
+    say how to `make` one."""
     try:
-        loaded = serialization.load_pem_private_key(
-            _read_key_file(path, "signing key"), password=None
-        )
+        key = load(_read_key_file(path, what))
     except (ValueError, TypeError) as e:
         raise SmeltError(
-            f"the signing key '{path}' is not an unencrypted PEM private key ({e}); "
-            "make one with: openssl genpkey -algorithm ed25519 -out key.pem"
+            f"the {what} '{path}' is not {form} ({e}); make one with: {make}"
         ) from None
-    if not isinstance(loaded, ed25519.Ed25519PrivateKey):
-        raise SmeltError(f"the signing key '{path}' is not an Ed25519 key")
-    return loaded
+    if not isinstance(key, kind):
+        raise SmeltError(f"the {what} '{path}' is not an Ed25519 key")
+    return key
 
 
 def public_keys(trust: Any) -> list[bytes]:
@@ -96,18 +103,11 @@ def public_keys(trust: Any) -> list[bytes]:
         elif isinstance(item, ed25519.Ed25519PrivateKey):
             key = item.public_key()
         elif isinstance(item, str | os.PathLike):
-            path = os.fspath(item)
-            try:
-                key = serialization.load_pem_public_key(
-                    _read_key_file(path, "public key")
-                )
-            except (ValueError, TypeError) as e:
-                raise SmeltError(
-                    f"the public key '{path}' is not a PEM public key ({e}); make "
-                    "it with: openssl pkey -in key.pem -pubout -out key.pub"
-                ) from None
-            if not isinstance(key, ed25519.Ed25519PublicKey):
-                raise SmeltError(f"the public key '{path}' is not an Ed25519 key")
+            key = _pem_key(
+                os.fspath(item), "public key", "a PEM public key",
+                serialization.load_pem_public_key, ed25519.Ed25519PublicKey,
+                "openssl pkey -in key.pem -pubout -out key.pub",
+            )  # fmt: skip
         else:
             raise SmeltError(
                 "trust= takes True, a public key file (or Ed25519PublicKey) or a "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_artifact_trust import deadline
 
 import smelt
 from smelt.errors import SmeltError
@@ -36,20 +36,6 @@ FEEDS = {"x": np.arange(15, dtype=np.float32).reshape(3, 5)}
 
 def _right(model) -> None:
     np.testing.assert_array_equal(model.run(FEEDS)["y"], FEEDS["x"] * 2)
-
-
-@contextmanager
-def deadline(seconds: int):
-    def expire(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_new_cache_folder_is_private(tmp_path):

@@ -6,15 +6,14 @@ reading them; only SmeltErrors leave."""
 from __future__ import annotations
 
 import os
-import signal
 import struct
 import zipfile
-from contextlib import contextmanager
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_artifact_trust import deadline
 
 import smelt
 from smelt.errors import ResourceLimit, SmeltError
@@ -40,20 +39,6 @@ def mlp() -> onnx.ModelProto:
 
 def samples(n: int = 6) -> np.ndarray:
     return np.random.default_rng(1).standard_normal((n, 4, 32)).astype(np.float32)
-
-
-@contextmanager
-def deadline(seconds: int):
-    def expire(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
