@@ -17,10 +17,11 @@ from xdsl.passes import ModulePass
 
 import smelt
 from smelt.compiler import cli, explore_space
-from smelt.compiler.explore import compare_kernels, make_job
+from smelt.compiler.explore import make_job
 from smelt.compiler.explore_eval import evaluate
 from smelt.compiler.explore_exec import LocalExecutor, physical_cores
 from smelt.compiler.explore_plot import pareto
+from smelt.compiler.explore_report import compare_kernels
 from smelt.compiler.explore_space import Candidate, candidates, parse_option_grid
 from smelt.compiler.progress import Progress, TerminalProgress, terminal_progress
 from smelt.dialects import graph as g
