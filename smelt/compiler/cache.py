@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from smelt.errors import SmeltError
 from smelt.runtime import artifact
+from smelt.runtime.files import open_regular
 from smelt.runtime.model import CompiledModel
 from smelt.targets.cpu_spec import CpuSpec, host_lacks
 
@@ -169,7 +170,7 @@ def model_digest(model: ModelLike, base_dir: str | os.PathLike | None = None) ->
     if isinstance(model, str | os.PathLike):
         name = os.fspath(model)
         try:
-            with artifact.open_regular(name, "model") as f:
+            with open_regular(name, "model") as f:
                 data = f.read()
         except OSError as e:
             raise SmeltError(f"cannot read the model '{name}': {e}") from None
@@ -217,7 +218,7 @@ def _external_files(data: bytes) -> list[str]:
 
 def _file_digest(path: Path) -> str:
     digest = hashlib.sha256()
-    with artifact.open_regular(str(path), "external data") as f:
+    with open_regular(str(path), "external data") as f:
         for block in iter(lambda: f.read(1 << 24), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -20,7 +20,7 @@ from smelt.quantize import qdq
 from smelt.quantize.calibration import METHODS, Calibration, collect, tensor_range
 from smelt.quantize.evaluate import Accuracy, Budget, measure, session
 from smelt.quantize.qdq import DEFAULT_OP_TYPES, Options, upgrade_for_quantization
-from smelt.runtime.artifact import regular_file
+from smelt.runtime.files import regular_file
 
 
 @dataclass

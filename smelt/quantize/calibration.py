@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from smelt.errors import ResourceLimit, SmeltError
+from smelt.runtime.files import open_regular
 
 BINS = 2048  # TensorRT's histogram size for entropy calibration
 KL_BINS = 128  # quantized-distribution size of the KL search (int8's positive half)
@@ -33,8 +34,6 @@ LIMIT = float(np.finfo(np.float32).max) / 2
 def _read_npz(path: str) -> dict[str, np.ndarray]:
     """The arrays of the .npz at `path`: a regular file (a FIFO or device is
     refused unopened), whose members inflate to no more than the memory free."""
-    from smelt.runtime.artifact import open_regular
-
     if not os.path.exists(path):
         raise SmeltError(
             f"cannot read calibration data from '{path}' (no such file); write it "

@@ -1,22 +1,33 @@
 """Deployable artifacts: a compiled CPU model saved as one file and loaded without
 recompiling, with numpy, llvmlite and the standard library only (no xdsl, no onnx).
 
+An artifact is native code: loading one runs the machine code it holds in this
+process. `load` takes one only when the caller trusts it (`trust=True`) or names
+the key that signed it (`artifact_sign`).
+
 An artifact is a zip archive, stored uncompressed:
 
     manifest.json  format and version, smelt / llvmlite versions, target triple,
                    CpuSpec, compile options and pipeline, inputs and outputs, what
                    the native program needs (arena bytes, threads, …) and the size
                    and sha256 of each other member
+    signature.json (signed artifacts) the Ed25519 signature of manifest.json
     code0.o, …     the object code built for the model (relocatable ELF: one per
                    part the compile split the model in), linked at load
     weights.bin    the weight segments the entry point reads (the blob, then each
                    weight kept apart, at ALIGN-aligned offsets the manifest lists)
 
-Loading checks everything before the code is touched: the format version, every
-member's size and sha256, the smelt version, the target triple, that the host CPU
-has every ISA feature the code was built for, and that each symbol the object
-the objects import and none defines (libm, pthreads, compiler runtime) resolves
-in this process (`object_code`).
+Loading checks everything before the code is touched: that the file is a regular
+file, the manifest's size, the format version, the signature against `trust`,
+every member's size and sha256, the smelt version, the target triple, that the
+host CPU has every ISA feature the code was built for (by the manifest and by the
+code's own record), and that each symbol the objects import and none defines
+(libm, pthreads, compiler runtime) resolves in this process (`object_code`). Then
+every size and table the native program trusts (arena, pool, threads, @main's
+buffers, check messages, weight segments) is compared with what the code recorded
+when it was built (`program.NEEDS_GLOBAL`): a manifest edited by hand is refused
+by the name of the field, never run. Whatever the file holds, only SmeltErrors
+leave `load`.
 """
 
 from __future__ import annotations
@@ -25,7 +36,6 @@ import hashlib
 import json
 import os
 import secrets
-import stat
 import struct
 import time
 import zipfile
@@ -48,6 +58,7 @@ from smelt.lowering.llvm.program import (
     recorded_needs,
 )
 from smelt.runtime import artifact_sign
+from smelt.runtime.files import open_regular
 from smelt.runtime.model import CompiledModel, TensorSpec
 from smelt.targets.cpu_spec import CpuSpec, host, host_lacks
 
@@ -323,49 +334,6 @@ def _check_tensors(specs: list[TensorSpec], program: NativeProgram, path: str):
 
 MANIFEST_LIMIT = 64 << 20
 """The most bytes a manifest may hold (inflated): a real one holds kilobytes."""
-
-
-def regular_file(path: str, what: str) -> int:
-    """The size of `path`, a regular file (or a link to one); a FIFO, device,
-    socket or folder is refused by its type, without opening it (a FIFO would
-    block a reader for ever, /dev/zero never end)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise SmeltError(f"no {what} file '{path}'") from None
-    except OSError as e:
-        raise SmeltError(f"cannot read the {what} '{path}': {e}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        raise InvalidModel(
-            f"the {what} '{path}' is {kind}: give a regular file (smelt reads "
-            "nothing else)"
-        )
-    return st.st_size
-
-
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFDIR: "a folder",
-}
-
-
-def open_regular(path: str, what: str):
-    """`path` opened for reading in binary, checked to be a regular file before
-    (by name) and after (the open file: a file swapped in between is caught);
-    O_NONBLOCK, so that not even the open of a FIFO waits."""
-    regular_file(path, what)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise SmeltError(f"cannot read the {what} '{path}': {e}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InvalidModel(f"the {what} '{path}' is not a regular file")
-    return os.fdopen(fd, "rb")
 
 
 @contextmanager

@@ -20,6 +20,7 @@ import os
 from typing import Any
 
 from smelt.errors import InvalidModel, SmeltError
+from smelt.runtime.files import open_regular
 
 SIGNATURE = "signature.json"
 DOMAIN = b"smelt-artifact-signature-1\0"
@@ -52,8 +53,6 @@ def fingerprint(raw_public_key: bytes) -> str:
 
 
 def _read_key_file(path: str, what: str) -> bytes:
-    from smelt.runtime.artifact import open_regular
-
     try:
         with open_regular(path, what) as f:
             data = f.read(65537)
