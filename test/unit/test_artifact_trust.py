@@ -679,3 +679,25 @@ def test_cli_signs_and_trusts_by_key(signed, tmp_path):
     assert cli("run", str(out), "--trust").returncode == 0
     bad = cli("compile", str(model), "-o", str(out), "--sign", str(public), "-q")
     assert bad.returncode == 1 and "not an unencrypted PEM private key" in bad.stderr
+
+
+def test_members_that_are_links_or_folders_are_only_bytes(probe, tmp_path):
+    """A zip member marked as a symlink (to /dev/zero) or a folder is never
+    followed or opened: its stored bytes are checked like any member's."""
+    import stat as st
+
+    members = _members(probe[0])
+    for name, mode, data in (
+        (artifact.WEIGHTS, st.S_IFLNK | 0o777, b"/dev/zero"),
+        ("code0.o", st.S_IFLNK | 0o777, b"/dev/zero"),
+        ("code0.o", st.S_IFDIR | 0o755, b""),
+    ):
+        path = tmp_path / "linked.smelt"
+        with zipfile.ZipFile(path, "w") as z:
+            for other, content in members.items():
+                info = zipfile.ZipInfo(other)
+                if other == name:
+                    info.external_attr, content = mode << 16, data
+                z.writestr(info, content)
+        with deadline(30), pytest.raises(InvalidModel, match=name):
+            smelt.load(path, trust=True)
