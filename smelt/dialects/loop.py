@@ -75,6 +75,14 @@ assume that its buffers may alias (`loop_analysis.may_alias`)."""
 WORK_ATTR = "loop.work"
 """On an op inside a kernel (a `func.call` of a library routine): the ops one run of
 it stands for, in `loop_analysis.work`'s estimate."""
+THREADS_ATTR = "loop.threads"
+"""On a `loop.for`: run its iterations on this many threads (loop-parallelize sets
+it, the llvm target reads it)."""
+ROLE_ATTR = "loop.role"
+"""On a `loop.for`: its role in a pattern kernel ("m", "n", "k", "batch", ...),
+what the scheduling passes key on."""
+PATTERN_ATTR = "loop.pattern"
+"""On a kernel: the pattern it was lowered from (matmul, conv2d, ...)."""
 SCHEDULE_ATTR = "loop.schedule"
 """On a kernel: the schedule steps that loop-schedule-plan chose and
 loop-schedule-apply has yet to run (a list of dictionaries: kind, role, sizes,
@@ -384,3 +392,21 @@ class SelectOp(IRDLOperation):
 Loop = Dialect(
     "loop", [ForOp, YieldOp, AllocOp, ConstantOp, ViewOp, CheckOp, SelectOp], []
 )
+
+
+def loops_under(root: Operation) -> list[ForOp]:
+    """The loops under `root` (itself included), in walk order: a walk that
+    enters only ops with regions (most of a kernel's ops have none), several
+    times faster than Operation.walk, which every loop pass runs per kernel."""
+    found: list[ForOp] = []
+    stack = [root]
+    while stack:
+        op = stack.pop()
+        if isinstance(op, ForOp):
+            found.append(op)
+        inner = [
+            o for region in op.regions for block in region.blocks
+            for o in block.ops if o.regions
+        ]  # fmt: skip
+        stack.extend(reversed(inner))
+    return found

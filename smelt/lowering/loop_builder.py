@@ -22,7 +22,9 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from smelt.dialects import locations
 from smelt.dialects.loop import (
     PARALLEL,
+    PATTERN_ATTR,
     REDUCTION,
+    ROLE_ATTR,
     CheckOp,
     ForOp,
     YieldOp,
@@ -34,9 +36,7 @@ Body = Callable[[list[SSAValue], list[SSAValue]], Sequence[SSAValue]]
 
 _LOW_PRECISION_FLOATS = (16,)  # f16/bf16 are loaded as f32 and stored back rounded
 
-# What the scheduling passes key on (smelt/passes/loop_nest.py reads them).
-ROLE_ATTR = "loop.role"
-PATTERN_ATTR = "loop.pattern"
+# What the scheduling passes key on: ROLE_ATTR, PATTERN_ATTR (smelt/dialects/loop.py)
 BATCH_ROLE = "batch"
 MATMUL_PATTERN = "matmul"
 CONV_PATTERN = "conv2d"

@@ -18,9 +18,8 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from smelt.dialects import loop
+from smelt.dialects.loop import PATTERN_ATTR, ROLE_ATTR, loops_under
 
-ROLE_ATTR = "loop.role"
-PATTERN_ATTR = "loop.pattern"
 
 INDEX_OPS = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.ConstantOp, arith.DivUIOp)
 """Pure index arithmetic that may move between the loops of a band (a division
@@ -58,24 +57,6 @@ def kernels(module: ModuleOp, name_glob: str = "*") -> list[func.FuncOp]:
 def loops_with_role(root: Operation, name: str) -> list[loop.ForOp]:
     """Loops of role `name` under `root`, outermost (then first) first."""
     return [op for op in loops_under(root) if role(op) == name]
-
-
-def loops_under(root: Operation) -> list[loop.ForOp]:
-    """The loops under `root` (itself included), in walk order: a walk that
-    enters only ops with regions (most of a kernel's ops have none), several
-    times faster than Operation.walk, which every loop pass runs per kernel."""
-    found: list[loop.ForOp] = []
-    stack = [root]
-    while stack:
-        op = stack.pop()
-        if isinstance(op, loop.ForOp):
-            found.append(op)
-        inner = [
-            o for region in op.regions for block in region.blocks
-            for o in block.ops if o.regions
-        ]  # fmt: skip
-        stack.extend(reversed(inner))
-    return found
 
 
 def index_constant(value: int) -> arith.ConstantOp:

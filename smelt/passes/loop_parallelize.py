@@ -11,10 +11,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.dialects import loop
+from smelt.dialects.loop import THREADS_ATTR
 from smelt.passes.loop_analysis import work
 
-THREADS_ATTR = "loop.threads"
-"""On a `loop.for`: run its iterations on this many threads (the llvm target)."""
 
 
 def _index(value: int) -> arith.ConstantOp:

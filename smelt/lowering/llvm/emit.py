@@ -31,7 +31,15 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import locations
 from smelt.dialects.dtypes import to_numpy
-from smelt.dialects.loop import AllocOp, CheckOp, ConstantOp, ForOp, ViewOp, is_kernel
+from smelt.dialects.loop import (
+    THREADS_ATTR,
+    AllocOp,
+    CheckOp,
+    ConstantOp,
+    ForOp,
+    ViewOp,
+    is_kernel,
+)
 from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import emit_bf16_gemm, int8_gemm
@@ -66,7 +74,6 @@ from smelt.lowering.llvm.types import (
     constant,
     op_name,
 )
-from smelt.passes.loop_parallelize import THREADS_ATTR
 from smelt.targets.cpu_spec import CpuSpec, host
 
 CALLEES: dict[str, OpEmitter] = {

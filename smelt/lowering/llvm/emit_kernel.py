@@ -18,7 +18,14 @@ from xdsl.dialects.arith import FastMathFlagsAttr
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from smelt.dialects.loop import ELEMENTWISE_ATTR, UNROLL_ATTR, ForOp, YieldOp
+from smelt.dialects.loop import (
+    ELEMENTWISE_ATTR,
+    THREADS_ATTR,
+    UNROLL_ATTR,
+    ForOp,
+    YieldOp,
+    loops_under,
+)
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.emit_vector import fence_streams
 from smelt.lowering.llvm.types import (
@@ -35,8 +42,6 @@ from smelt.lowering.llvm.types import (
     suffix,
     value_type,
 )
-from smelt.passes.loop_nest import loops_under
-from smelt.passes.loop_parallelize import THREADS_ATTR
 
 OpEmitter = Callable[["KernelEmitter", Operation], None]
 """Emits one op at the builder's position and binds its results."""
