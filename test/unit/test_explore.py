@@ -181,6 +181,24 @@ def test_a_model_onnxruntime_refuses_falls_back_and_says_why(tmp_path):
     assert record["status"] == "ok" and record["oracle"] == job.oracle
 
 
+def test_inputs_fixed_by_constant_are_fed_to_onnxruntime(tmp_path):
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])
+    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "k"], ["y"])], "g",
+                              [x, k], [y])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "scale.onnx"
+    onnx.save(model, path)
+    job = make_job(str(path), repeat=1, constants={"k": np.asarray(3)})
+    assert job.oracle.startswith("onnxruntime "), job.oracle
+    assert list(job.feeds) == ["x"]
+    assert np.array_equal(job.expected["y"], job.feeds["x"] * np.float32(3))
+
+
 @dataclass(frozen=True)
 class DoubleAWeightPass(ModulePass):
     """A deliberately wrong graph pass: doubles @main's largest float constant."""
