@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.passes import ModulePass, PassPipeline
 
 from smelt.compiler import pipelines
 from smelt.compiler.instrument import DumpOptions, Instrumentation
 from smelt.compiler.options import CompileOptions
-from smelt.dialects import dtypes
+from smelt.dialects import dtypes, program
+from smelt.dialects.program import main_func
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
 from smelt.targets.memory import parse_size
@@ -127,19 +128,12 @@ def reproducer_note(instrument: Instrumentation) -> str:
         return f"no reproducer ({type(e).__name__}: {e})"
 
 
-def main_func(module: ModuleOp) -> func.FuncOp:
-    for op in module.ops:
-        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
-            return op
-    raise SmeltError("the module has no @main function")
-
-
 def io_specs(module: ModuleOp) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """Input and output specs of @main (graph level: args/results; loop level:
     args are inputs then outputs)."""
     main = main_func(module)
-    names_in = _names(main, "smelt.input_names")
-    names_out = _names(main, "smelt.output_names")
+    names_in = _names(main, program.INPUT_NAMES_ATTR)
+    names_out = _names(main, program.OUTPUT_NAMES_ATTR)
     types = list(main.function_type.inputs.data)
     if all(isinstance(t, TensorType) for t in types):
         types += list(main.function_type.outputs.data)
@@ -151,10 +145,10 @@ def io_specs(module: ModuleOp) -> tuple[list[TensorSpec], list[TensorSpec]]:
 
 
 def _names(main: func.FuncOp, key: str) -> list[str]:
-    attr = main.attributes.get(key)
-    if not isinstance(attr, ArrayAttr):
+    names = program.io_names(main, key)
+    if names is None:
         raise SmeltError(f"@main lacks the {key} attribute")
-    return [a.data for a in attr.data]
+    return names
 
 
 def _numpy_dtype(t: TensorType | MemRefType):

@@ -90,8 +90,8 @@ def picture(module: Any, title: str) -> Picture:
     group of its ops."""
     from xdsl.dialects import func
 
-    from smelt.compiler.driver import main_func
-    from smelt.dialects import graph, locations
+    from smelt.dialects import graph, locations, program
+    from smelt.dialects.program import main_func
 
     main = main_func(module)
     pic = Picture(title)
@@ -117,14 +117,14 @@ def picture(module: Any, title: str) -> Picture:
                 internal = inner and pic.node(src).group == node.group
                 pic.edges.append(Edge(src, node.id, index, port, text, size, internal))
 
-    names = [a.data for a in main.attributes["smelt.input_names"].data]
+    names = program.io_names(main, program.INPUT_NAMES_ATTR) or []
     for name, arg in zip(names, main.body.block.args, strict=False):
         add(name, "input", [arg])
     for op in main.body.ops:
         if isinstance(op, graph.ConstantOp):
             constants.add(op.result)
         elif isinstance(op, func.ReturnOp):
-            out = [a.data for a in main.attributes["smelt.output_names"].data]
+            out = program.io_names(main, program.OUTPUT_NAMES_ATTR) or []
             for name, value in zip(out, op.operands, strict=False):
                 connect(add(name, "output", []), [value])
         elif isinstance(op, graph.FusedOp):

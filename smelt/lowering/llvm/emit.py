@@ -21,11 +21,9 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     IntegerAttr,
     MemRefType,
     ModuleOp,
-    StringAttr,
 )
 from xdsl.ir import Operation, SSAValue
 
@@ -40,6 +38,7 @@ from smelt.dialects.loop import (
     ViewOp,
     is_kernel,
 )
+from smelt.dialects.program import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, io_names, is_main
 from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import emit_bf16_gemm, int8_gemm
@@ -150,7 +149,7 @@ def lower_module(
     for op in module.ops:
         if isinstance(op, func.FuncOp) and is_kernel(op):
             kernels.append(op)
-        elif isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+        elif is_main(op):
             main = op
         else:
             name = op.sym_name.data if isinstance(op, func.FuncOp) else op.name
@@ -197,8 +196,8 @@ def lower_module(
         ir_module,
         plan,
         io_types,  # type: ignore[arg-type]  # checked by _emit_entry
-        _names(main, "smelt.input_names"),
-        _names(main, "smelt.output_names"),
+        io_names(main, INPUT_NAMES_ATTR) or [],
+        io_names(main, OUTPUT_NAMES_ATTR) or [],
         _threads(kernels),
         tuple(callee for callee, _ in calls) if options.profile else (),
         tuple(op.message.data for op in checks),
@@ -249,13 +248,6 @@ def _threads(kernels: list[func.FuncOp]) -> int:
 def emit_llvm_ir(module: ModuleOp, options: EmitOptions | None = None) -> str:
     """Textual LLVM IR of a loop-level module, before optimization."""
     return str(lower_module(module, options).ir_module)
-
-
-def _names(main: func.FuncOp, key: str) -> list[str]:
-    attr = main.attributes.get(key)
-    if isinstance(attr, ArrayAttr):
-        return [a.data for a in attr.data if isinstance(a, StringAttr)]
-    return []
 
 
 def _emit_entry(

@@ -12,7 +12,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, UnitAttr
 from xdsl.ir import SSAValue
 
-from smelt.dialects import locations
+from smelt.dialects import locations, program
 from smelt.dialects.loop import AllocOp, ConstantOp
 from smelt.errors import ResourceLimit, SmeltError
 from smelt.dialects.weights import ALIGN, WeightBytes, aligned_empty
@@ -183,9 +183,9 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
     if not allowed or need <= allowed:
         return
     names = [
-        f"'{a.data}' "
-        for key in ("smelt.input_names", "smelt.output_names")
-        for a in getattr(main.attributes.get(key), "data", ())
+        f"'{a}' "
+        for key in (program.INPUT_NAMES_ATTR, program.OUTPUT_NAMES_ATTR)
+        for a in program.io_names(main, key) or ()
     ]
     args = list(main.body.block.args)
     if len(names) != len(args):

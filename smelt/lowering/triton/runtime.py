@@ -147,7 +147,7 @@ class TritonProgram:
     ):
         import torch
 
-        from smelt.compiler.driver import main_func
+        from smelt.dialects.program import INPUT_NAMES_ATTR, io_names, main_func
         from smelt.lowering.llvm.plan import plan_memory
 
         self.device = torch.device(device)
@@ -157,8 +157,7 @@ class TritonProgram:
             self.source, interpret=self.device.type == "cpu"
         )
         main = main_func(module)
-        names = main.attributes.get("smelt.input_names")
-        self.n_inputs = len(names.data) if names is not None else 0
+        self.n_inputs = len(io_names(main, INPUT_NAMES_ATTR) or ())
         plan = plan_memory(main, memory_limit=memory_limit)
         self.arena_bytes = plan.arena_bytes
         self.arena = torch.zeros(
