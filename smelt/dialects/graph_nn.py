@@ -184,28 +184,46 @@ class LrnOp(UnaryOp):
 
 
 def window_out(
+    size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dil: int
+) -> int:
+    """The number of convolution windows along one dim (floor division; negative
+    when the dilated kernel is larger than the padded input)."""
+    return (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
+
+
+def pool_out(
     size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dil: int, ceil: bool
 ) -> int:
+    """The number of pool windows along one dim, as onnx's shape inference and
+    onnxruntime count them: the division truncates toward zero, so a window that
+    overhangs the padded input by less than a stride still counts (size 1, kernel
+    3, stride 3: one window, over the one cell); ceil_mode rounds up, but the last
+    window must start inside the input or its left padding. Negative when the
+    kernel overhangs by more than a stride (onnxruntime refuses the model)."""
     span = size + pad_lo + pad_hi - dil * (k - 1) - 1
-    n = (-(-span // stride) if ceil else span // stride) + 1
-    if ceil and (n - 1) * stride >= size + pad_lo:
-        n -= 1  # the last window must start inside the input or its left padding
+    if not ceil:
+        whole = abs(span) // stride
+        return (whole if span >= 0 else -whole) + 1
+    n = -(-span // stride) + 1
+    if (n - 1) * stride >= size + pad_lo:
+        n -= 1
     return n
 
 
 def window_shape(
-    shape: Shape, kernel: Sequence[int], attrs: dict[str, Any], ceil: bool = False
+    shape: Shape, kernel: Sequence[int], attrs: dict[str, Any], ceil: bool | None = None
 ) -> list[int]:
+    """The spatial output dims of a window op over NC... `shape`: a convolution's
+    when `ceil` is None, else a pool's (`pool_out`) with that ceil_mode."""
     nsp = len(shape) - 2
     strides = attrs.get("strides") or (1,) * nsp
     pads = attrs.get("pads") or (0,) * (2 * nsp)
     dil = attrs.get("dilations") or (1,) * nsp
-    return [
-        window_out(
-            shape[2 + i], kernel[i], strides[i], pads[i], pads[i + nsp], dil[i], ceil
-        )
-        for i in range(nsp)
-    ]
+    out = []
+    for i in range(nsp):
+        args = (shape[2 + i], kernel[i], strides[i], pads[i], pads[i + nsp], dil[i])
+        out.append(window_out(*args) if ceil is None else pool_out(*args, ceil))
+    return out
 
 
 def channels_first(shape: Sequence[int], layout: str) -> tuple[int, ...]:

@@ -32,7 +32,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes, locations
 from smelt.dialects import graph as g
-from smelt.errors import ResourceLimit, SmeltError, UnsupportedModel
+from smelt.errors import InvalidModel, ResourceLimit, SmeltError, UnsupportedModel
 from smelt.frontend import onnx_functions
 from smelt.frontend.onnx_constants import fix_inputs
 from smelt.frontend.onnx_load import (
@@ -118,6 +118,7 @@ class _Importer(NestedScopes):
         self.unsupported: list[str] = []
         self.dynamic: list[str] = []
         self.errors: list[str] = []
+        self.invalid = False  # some error breaks ONNX's rules: InvalidModel
         self.used = onnx_functions.references(self.graph.node)
         self.used |= {o.name for o in self.graph.output}
         self.depth = 0  # nesting of function bodies and subgraphs being imported
@@ -323,6 +324,7 @@ class _Importer(NestedScopes):
         except ResourceLimit as e:  # nothing after it matters: stop at once
             raise ResourceLimit(_labelled(label, e)) from None
         except SmeltError as e:
+            self.invalid |= isinstance(e, InvalidModel)
             self.errors.append(_labelled(label, e))
         except VerifyException as e:
             self.errors.append(f"{label}: {e}")
@@ -436,6 +438,7 @@ class _Importer(NestedScopes):
             sections += [f"  - {p}" for p in self.errors]
         if sections:
             kind = SmeltError if self.dynamic or self.errors else UnsupportedModel
+            kind = InvalidModel if self.invalid else kind
             raise kind("cannot import the ONNX model:\n" + "\n".join(sections))
 
 

@@ -222,7 +222,10 @@ def _cut(
     starts = [0, 0] + [max(0, -p) for p in before]
     ends = list(shape[:2]) + [d + min(0, p) for d, p in zip(shape[2:], after)]
     if any(e <= s for s, e in zip(starts, ends)):
-        raise SmeltError(f"{ctx.label}: its pads leave an empty output")
+        raise ctx.invalid(
+            f"pads {[*before, *after]} crop its output {list(shape[2:])} to nothing; "
+            "negative pads must leave at least one cell along each spatial dim"
+        )
     steps = [1] * len(shape)
     return ctx.emit(g.SliceOp, [x], starts=starts, ends=ends, steps=steps)[0]
 
@@ -264,10 +267,11 @@ def _col2im(ctx: NodeContext) -> list[Value]:
         or min(*image, *block, *dilations, *strides) <= 0 or min(pads) < 0
         or shape[1] % size
     ):  # fmt: skip
-        raise SmeltError(
-            f"{ctx.label}: input {list(shape)} (N, C * prod(block_shape), L), "
+        raise ctx.invalid(
+            f"input {list(shape)} (N, C * prod(block_shape), L), "
             f"image_shape {image}, block_shape {block}, dilations {dilations}, "
-            f"pads {pads} and strides {strides} do not fit together"
+            f"pads {pads} and strides {strides} do not fit together (sizes, "
+            "dilations and strides positive, pads not negative)"
         )
     counts = [
         (image[d] + pads[d] + pads[d + k] - dilations[d] * (block[d] - 1) - 1)

@@ -195,8 +195,9 @@ def _tile(ctx: NodeContext) -> list[Value]:
     shape = shape_of(x)
     repeats = [int(r) for r in ctx.const(1, "repeats").reshape(-1)]
     if len(repeats) != len(shape) or any(r < 0 for r in repeats):
-        raise SmeltError(
-            f"{ctx.label}: needs {len(shape)} non-negative repeats, got {repeats}"
+        raise ctx.invalid(
+            f"repeats {repeats} must hold {len(shape)} values (one per input dim), "
+            "none negative"
         )
     if all(r == 1 for r in repeats):
         return [x]

@@ -49,6 +49,40 @@ def window_attrs(
     return {"strides": strides, "dilations": dilations, "pads": pads}
 
 
+def check_windows(
+    ctx: NodeContext,
+    spatial: Sequence[int],
+    kernel: Sequence[int],
+    attrs: dict[str, list[int]],
+    ceil: bool | None,
+) -> None:
+    """Refuses windows that onnxruntime refuses: a convolution's (`ceil` None)
+    dilated kernel larger than its padded input, or a pool's kernel overhanging
+    it so far that the output size is negative (`g.pool_out`)."""
+    n = len(spatial)
+    strides, dilations, pads = attrs["strides"], attrs["dilations"], attrs["pads"]
+    for i in range(n):
+        args = (spatial[i], kernel[i], strides[i], pads[i], pads[i + n], dilations[i])
+        out = g.window_out(*args) if ceil is None else g.pool_out(*args, ceil)
+        padded = spatial[i] + pads[i] + pads[i + n]
+        span = (kernel[i] - 1) * dilations[i] + 1
+        if ceil is None and span > padded:
+            raise ctx.invalid(
+                f"kernel_shape {list(kernel)} with dilations {dilations} spans "
+                f"{span} cells along spatial dim {i}, more than the {padded} of its "
+                f"padded input (extent {spatial[i]}, pads {pads}); the dilated "
+                "kernel must fit inside the padded input"
+            )
+        if out < 0:
+            raise ctx.invalid(
+                f"kernel_shape {list(kernel)} with dilations {dilations} spans "
+                f"{span} cells along spatial dim {i}, so far past the {padded} of "
+                f"its padded input (extent {spatial[i]}, pads {pads}) that its "
+                f"output size would be {out}; the kernel must overhang the padded "
+                f"input by less than two strides ({strides})"
+            )
+
+
 def _spatial_rank(ctx: NodeContext, x: Value, most: int | None = 2) -> int:
     """The number of spatial dims of `x`: 1 or 2, or any positive number when
     `most` is None."""
@@ -92,6 +126,7 @@ def conv(ctx: NodeContext, x: Value, w: Value, b: Value | None) -> Value:
     if b is None:
         b = Const(np.zeros(ws[0], numpy_type_of(x)))
     attrs = window_attrs(ctx, shape_of(x)[2:], kernel)
+    check_windows(ctx, shape_of(x)[2:], kernel, attrs, None)
     if rank == 1:
         x, w, attrs = _as_2d(ctx, x), ctx.reshape(w, (*ws[:2], 1, ws[2])), _lift(attrs)
     y = ctx.emit(
@@ -116,6 +151,13 @@ def _pool(ctx: NodeContext) -> list[Value]:
     if len(kernel) != rank:
         raise SmeltError(f"{ctx.label}: kernel_shape {kernel} does not fit the input")
     attrs = {"kernel_shape": kernel, **window_attrs(ctx, shape_of(x)[2:], kernel)}
+    ceil = bool(ctx.attr("ceil_mode", 0))
+    check_windows(ctx, shape_of(x)[2:], kernel, attrs, ceil)
+    out = g.window_shape(shape_of(x), kernel, attrs, ceil)
+    if 0 in out:  # no window at all: empty results, nothing to compute
+        shape = (*shape_of(x)[:2], *out)
+        empty = [np.zeros(shape, numpy_type_of(x)), np.zeros(shape, np.int64)]
+        return [Const(a) for a in empty[: len(ctx.node.output)]]
     if rank == 1:
         x, attrs = _as_2d(ctx, x), _lift(attrs)
     if is_max and ctx.output_used(1):
@@ -143,6 +185,7 @@ def _batch_norm(ctx: NodeContext) -> list[Value]:
     if ctx.opset < 9 and ctx.attr("spatial", 1) == 0:
         raise ctx.unsupported("BatchNormalization with spatial = 0 is not supported")
     epsilon = float(ctx.attr("epsilon", 1e-5))
+    check_channel_params(ctx, ctx.inputs[0], ctx.inputs[1:5], BN_PARAMS)
     if ctx.opset >= 14 and ctx.attr("training_mode", 0):
         return _batch_norm_training(ctx, epsilon)
     if any(ctx.output_used(i) for i in range(1, 5)):
@@ -151,6 +194,25 @@ def _batch_norm(ctx: NodeContext) -> list[Value]:
             "training_mode = 1 (opset 14 on)"
         )
     return ctx.emit(g.BatchNormOp, ctx.inputs[:5], epsilon=epsilon)
+
+
+BN_PARAMS = ("scale", "B", "input_mean", "input_var")
+
+
+def check_channel_params(
+    ctx: NodeContext, x: Value, params: Sequence[Value], names: Sequence[str]
+) -> None:
+    """Refuses per-channel parameters (BatchNormalization's, InstanceNormalization's)
+    whose shape is not (C,) for the channel dim C of `x`."""
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise ctx.invalid(f"the input needs a channel dim (N, C, ...), got {shape}")
+    for name, p in zip(names, params, strict=False):
+        if shape_of(p) != (shape[1],):
+            raise ctx.invalid(
+                f"{name} has shape {list(shape_of(p))}; it must be [{shape[1]}], one "
+                f"value per channel of the input {list(shape)}"
+            )
 
 
 def _batch_norm_training(ctx: NodeContext, epsilon: float) -> list[Value]:
@@ -212,9 +274,25 @@ def _layer_norm(ctx: NodeContext) -> list[Value]:
     if bias is None:
         bias = Const(np.zeros(shape_of(scale), numpy_type_of(scale)))
     axis = axis_of(ctx, ctx.attr("axis", -1), len(shape_of(x)))
+    shape = shape_of(x)
+    for name, p in (("Scale", scale), ("B", bias)):
+        if not _broadcasts_to(shape_of(p), shape):
+            raise ctx.invalid(
+                f"{name} has shape {list(shape_of(p))}; it must be X.shape[axis:] = "
+                f"{list(shape[axis:])} (axis {axis}) or broadcast to X's shape "
+                f"{list(shape)}"
+            )
     epsilon = float(ctx.attr("epsilon", 1e-5))
     results = ctx.emit(g.LayerNormOp, [x, scale, bias], axis=axis, epsilon=epsilon)
     return results[: len(ctx.node.output)]
+
+
+def _broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
+    """Whether numpy broadcasts `shape` to `target` without growing `target`."""
+    try:
+        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        return False
 
 
 @handles("MatMul")

@@ -8,7 +8,14 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
-from smelt.frontend.onnx_nn import _as_2d, _drop_height, _lift, window_attrs
+from smelt.frontend.onnx_nn import (
+    _as_2d,
+    _drop_height,
+    _lift,
+    check_channel_params,
+    check_windows,
+    window_attrs,
+)
 from smelt.frontend.onnx_ops import axis_of
 from smelt.registry import Table
 
@@ -43,9 +50,8 @@ def _instance_norm(ctx: NodeContext) -> list[Value]:
     x, scale, bias = ctx.inputs[:3]
     dtype = _float_input(ctx, x)
     axes = _spatial_axes(ctx, x)
+    check_channel_params(ctx, x, [scale, bias], ("scale", "B"))
     channels = shape_of(x)[1]
-    if shape_of(scale) != (channels,) or shape_of(bias) != (channels,):
-        raise SmeltError(f"{ctx.label}: scale and B must have shape ({channels},)")
     mean = ctx.emit(g.ReduceMeanOp, [x], axes=axes, keepdims=1)[0]
     centered = ctx.emit(g.SubOp, [x, mean])[0]
     square = ctx.emit(g.MulOp, [centered, centered])[0]
@@ -114,6 +120,8 @@ def _lp_pool(ctx: NodeContext) -> list[Value]:
     if len(kernel) != rank:
         raise SmeltError(f"{ctx.label}: kernel_shape {kernel} does not fit the input")
     attrs = {"kernel_shape": kernel, **window_attrs(ctx, shape_of(x)[2:], kernel)}
+    ceil = bool(ctx.attr("ceil_mode", 0))
+    check_windows(ctx, shape_of(x)[2:], kernel, attrs, ceil)
     powered = _abs_pow(ctx, x, p)
     if rank == 1:
         powered, attrs = _as_2d(ctx, powered), _lift(attrs)

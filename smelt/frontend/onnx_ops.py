@@ -38,7 +38,10 @@ handles = HANDLERS.register
 
 def axis_of(ctx: NodeContext, axis: int, rank: int) -> int:
     if not -rank <= axis < max(rank, 1):
-        raise SmeltError(f"{ctx.label}: axis {axis} is out of range for rank {rank}")
+        raise ctx.invalid(
+            f"axis {axis} is out of range for rank {rank} (expected "
+            f"{-rank} to {max(rank, 1) - 1})"
+        )
     return axis % max(rank, 1)
 
 

@@ -90,10 +90,9 @@ def _top_k(ctx: NodeContext) -> list[Value]:
     axis = axis_of(ctx, ctx.attr("axis", -1), len(shape))
     k = int(ctx.attr("k")) if ctx.opset < 10 else _scalar_const(ctx, 1, "K")
     if not 0 <= k <= shape[axis]:
-        raise SmeltError(
-            f"{ctx.label}: K = {k} is not within [0, {shape[axis]}] (axis {axis})"
+        raise ctx.invalid(
+            f"K = {k} must be within [0, {shape[axis]}], the extent of axis {axis}"
         )
     largest = int(ctx.attr("largest", 1))
     # sorted = 0 leaves the order unspecified: the sorted order is one of them.
     return ctx.emit(g.TopKOp, [x], axis=axis, k=k, largest=largest)
-

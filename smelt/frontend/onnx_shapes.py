@@ -57,7 +57,9 @@ def _flatten(ctx: NodeContext) -> list[Value]:
     shape = shape_of(x)
     axis = ctx.attr("axis", 1)
     if not -len(shape) <= axis <= len(shape):
-        raise SmeltError(f"{ctx.label}: axis {axis} is out of range")
+        raise ctx.invalid(
+            f"axis {axis} is out of range (expected {-len(shape)} to {len(shape)})"
+        )
     axis += len(shape) if axis < 0 else 0
     return [ctx.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))]
 
@@ -68,7 +70,13 @@ def _unsqueeze(ctx: NodeContext) -> list[Value]:
     shape = list(shape_of(x))
     axes = axes_input(ctx, 13) or []
     rank = len(shape) + len(axes)
-    for a in sorted(axis_of(ctx, a, rank) for a in axes):
+    normalized = [axis_of(ctx, a, rank) for a in axes]
+    if len(set(normalized)) < len(axes):
+        raise ctx.invalid(
+            f"axes {axes} name an output axis more than once; each must be "
+            f"distinct in [-{rank}, {rank - 1}]"
+        )
+    for a in sorted(normalized):
         shape.insert(a, 1)
     return [ctx.reshape(x, shape)]
 
@@ -104,8 +112,13 @@ def _expand(ctx: NodeContext) -> list[Value]:
 def _transpose(ctx: NodeContext) -> list[Value]:
     x = ctx.inputs[0]
     rank = len(shape_of(x))
-    perm = ctx.attr("perm", list(range(rank))[::-1])
-    return ctx.emit(g.TransposeOp, [x], perm=[axis_of(ctx, p, rank) for p in perm])
+    perm = list(ctx.attr("perm", list(range(rank))[::-1]))
+    if sorted(perm) != list(range(rank)):  # no negative entries (onnxruntime)
+        raise ctx.invalid(
+            f"perm {perm} must be a permutation of 0..{rank - 1} (the input's rank "
+            f"is {rank}): each axis once, no negative entries"
+        )
+    return ctx.emit(g.TransposeOp, [x], perm=perm)
 
 
 @handles("Concat")
@@ -124,9 +137,20 @@ def _split(ctx: NodeContext) -> list[Value]:
     sizes = ctx.attr("split") if ctx.opset < 13 else ctx.const(1, "split")
     if sizes is not None:
         sizes = [int(s) for s in np.reshape(sizes, -1)]
+        if any(s < 0 for s in sizes) or sum(sizes) != dim or len(sizes) != n:
+            raise ctx.invalid(
+                f"split {sizes} must hold one size per output ({n}), none "
+                f"negative, summing to the extent {dim} of axis {axis}"
+            )
     elif ctx.attr("num_outputs") is not None:
         n = ctx.attr("num_outputs")
-        chunk = -(-dim // n)  # the last chunk is smaller when dim % n != 0
+        chunk = -(-dim // n) if n > 0 else 0  # the last one is smaller, or 0
+        if n < 1 or n != len(ctx.node.output) or chunk * (n - 1) > dim:
+            raise ctx.invalid(
+                f"num_outputs {n} must equal the node's {len(ctx.node.output)} "
+                f"outputs and split the extent {dim} of axis {axis} into chunks "
+                f"of {chunk} and a last one that is smaller, not negative"
+            )
         sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
     elif dim % n == 0:
         sizes = [dim // n] * n
@@ -208,11 +232,52 @@ def _pad(ctx: NodeContext) -> list[Value]:
                 full[a], full[a + rank] = pads[i], pads[i + len(axes)]
             pads = full
     if len(pads) != 2 * rank:
-        raise SmeltError(f"{ctx.label}: needs {2 * rank} pads, got {len(pads)}")
+        raise ctx.invalid(
+            f"pads has {len(pads)} values; a rank-{rank} input needs {2 * rank}"
+        )
+    _check_pad_extents(ctx, shape, pads, mode)
     if any(p < 0 for p in pads):  # negative pads crop: a slice, then the pad
-        bounds = {"starts": [max(-p, 0) for p in pads[:rank]],
-                  "ends": [d + min(p, 0) for d, p in zip(shape, pads[rank:])],
-                  "steps": [1] * rank}  # fmt: skip
-        x = ctx.emit(g.SliceOp, [x], **bounds)[0]
-        pads = [max(p, 0) for p in pads]
+        x, pads = _crop(ctx, x, shape, pads)
     return ctx.emit(g.PadOp, [x, value], pads=pads, mode=mode)
+
+
+def _check_pad_extents(
+    ctx: NodeContext, shape: Sequence[int], pads: Sequence[int], mode: str
+) -> None:
+    """Refuses pads that leave a negative extent, or (modes other than constant)
+    nothing to copy from on a padded axis: onnxruntime refuses both."""
+    rank = len(shape)
+    for a, dim in enumerate(shape):
+        begin, end = pads[a], pads[a + rank]
+        if dim + begin + end < 0:
+            raise ctx.invalid(
+                f"pads {list(pads)} leave axis {a} (extent {dim}) an extent of "
+                f"{dim + begin + end}; negative pads may crop at most the whole axis"
+            )
+        kept = dim + min(begin, 0) + min(end, 0)
+        if mode != "constant" and (begin or end) and kept <= 0:
+            raise ctx.invalid(
+                f"pads {list(pads)} crop axis {a} (extent {dim}) to nothing, so "
+                f"mode '{mode}' has no cell to copy; it needs at least one left"
+            )
+
+
+def _crop(
+    ctx: NodeContext, x: Value, shape: Sequence[int], pads: Sequence[int]
+) -> tuple[Value, list[int]]:
+    """Negative pads as a slice of `x` and the non-negative pads that remain.
+
+    The output of an axis of extent n is the interval [-begin, n + end) of the
+    input extended by padding on both sides: the part inside [0, n) is sliced,
+    the rest padded (a crop past the far end eats into that end's padding)."""
+    rank = len(shape)
+    starts, ends, rest = [], [], [0] * (2 * rank)
+    for a, dim in enumerate(shape):
+        lo, hi = -pads[a], dim + pads[a + rank]
+        start = min(max(lo, 0), dim)
+        starts.append(start)
+        ends.append(max(min(max(hi, 0), dim), start))
+        rest[a] = max(0, min(hi, 0) - lo)
+        rest[a + rank] = max(0, hi - max(lo, dim))
+    x = ctx.emit(g.SliceOp, [x], starts=starts, ends=ends, steps=[1] * rank)[0]
+    return x, rest

@@ -13,7 +13,12 @@ the last of two definitions, ignoring an attribute, or failing deep in a pass).
 * inputs that the schema binds to one type parameter have one element type, where
   the types are known (graph inputs, initializers, value_info);
 * windows (Conv, pools): pads not negative, strides, dilations and kernel sizes
-  positive; a pool's pads smaller than its kernel.
+  positive; a pool's pads smaller than its kernel;
+* counts positive (LRN's size, a conv's group, DepthToSpace's blocksize, ...),
+  a normalization's epsilon not negative, Transpose's perm a permutation.
+
+Checks that need the input shapes (a perm's length, a kernel that must fit its
+input) are the handlers' (`NodeContext.invalid`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,21 @@ WINDOW_OPS = {
 
 
 POOL_OPS = {"MaxPool", "AveragePool", "LpPool"}  # pads < kernel (onnxruntime's rule)
+# INT attributes that count something: 0 or less is meaningless (onnxruntime
+# refuses each; smelt ran LRN size 0 and returned numbers)
+POSITIVE = {
+    "LRN": ("size",), "DepthToSpace": ("blocksize",), "SpaceToDepth": ("blocksize",),
+    "Conv": ("group",), "ConvTranspose": ("group",), "ConvInteger": ("group",),
+    "QLinearConv": ("group",), "DeformConv": ("group", "offset_group"),
+    "GroupNormalization": ("num_groups",), "Split": ("num_outputs",),
+}  # fmt: skip
+# the epsilon a normalization adds to the variance before its square root: a
+# negative one is no guard against division by zero (the variance minus it can
+# be 0 or negative: infinities and NaN, which onnxruntime returns)
+EPSILON_OPS = {
+    "BatchNormalization", "InstanceNormalization", "LayerNormalization",
+    "GroupNormalization", "RMSNormalization",
+}  # fmt: skip
 
 
 def label(node: onnx.NodeProto, index: int) -> str:
@@ -86,6 +106,8 @@ def validate(model: onnx.ModelProto) -> None:
             problems += [f"{where}: {p}" for p in _against_schema(node, opset, known)]
         if node.op_type in WINDOW_OPS:
             problems += [f"{where}: {p}" for p in _window(node)]
+        if node.domain in DEFAULT_DOMAINS:
+            problems += [f"{where}: {p}" for p in _meaning(node)]
     if problems:
         _raise(problems)
 
@@ -407,6 +429,32 @@ def _window(node: onnx.NodeProto) -> list[str]:
             problems.append(
                 f"pads {pads} must be smaller than kernel_shape {kernel}"
             )
+    return problems
+
+
+def _meaning(node: onnx.NodeProto) -> list[str]:
+    """Attribute values that the op's schema gives no meaning (see POSITIVE,
+    EPSILON_OPS; Transpose's perm)."""
+    attrs = {a.name: a for a in node.attribute}
+    problems = []
+    for name in POSITIVE.get(node.op_type, ()):
+        attr = attrs.get(name)
+        if attr is not None and attr.type == attr.INT and attr.i < 1:
+            problems.append(f"attribute '{name}' is {attr.i}; it must be positive")
+    eps = attrs.get("epsilon")
+    eps_ok = eps is None or eps.type != eps.FLOAT or 0 <= eps.f < float("inf")
+    if node.op_type in EPSILON_OPS and not eps_ok:
+        problems.append(
+            f"attribute 'epsilon' is {eps.f:g}; it must be a finite number >= 0 "
+            "(it keeps the division by the standard deviation away from zero)"
+        )
+    perm = attrs.get("perm")
+    ints = list(perm.ints) if perm is not None and perm.type == perm.INTS else None
+    if node.op_type == "Transpose" and ints and sorted(ints) != [*range(len(ints))]:
+        problems.append(
+            f"attribute 'perm' is {ints}; it must be a permutation of "
+            f"0..{len(ints) - 1}: each axis once, no negative entries"
+        )
     return problems
 
 

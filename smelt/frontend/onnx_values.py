@@ -16,7 +16,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
-from smelt.errors import SmeltError, UnsupportedModel
+from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
 
 if TYPE_CHECKING:
     from smelt.frontend.onnx import _Importer as Importer
@@ -112,6 +112,12 @@ class NodeContext:
 
     def unsupported(self, what: str) -> Unsupported:
         return Unsupported(f"{self.label}: {what}")
+
+    def invalid(self, what: str) -> InvalidModel:
+        """The error for a node that breaks its op's rules (an attribute or an
+        input shape that onnxruntime refuses too): `what` names the attribute and
+        says what is expected."""
+        return InvalidModel(f"{self.label}: {what}")
 
     def emit(
         self,
