@@ -224,7 +224,10 @@ def _blocks(ctx: NodeContext) -> tuple[tuple[int, ...], int, str]:
 def _depth_to_space(ctx: NodeContext) -> list[Value]:
     (n, c, h, w), bs, mode = _blocks(ctx)
     if c % (bs * bs):
-        raise SmeltError(f"{ctx.label}: {c} channels do not split into {bs}x{bs}")
+        raise ctx.invalid(
+            f"the input's {c} channels must be a multiple of blocksize squared "
+            f"({bs}x{bs})"
+        )
     c2 = c // (bs * bs)
     if mode == "DCR":
         split, perm = (n, bs, bs, c2, h, w), (0, 3, 4, 1, 5, 2)
@@ -238,7 +241,9 @@ def _depth_to_space(ctx: NodeContext) -> list[Value]:
 def _space_to_depth(ctx: NodeContext) -> list[Value]:
     (n, c, h, w), bs, mode = _blocks(ctx)
     if h % bs or w % bs:
-        raise SmeltError(f"{ctx.label}: {h}x{w} does not split into {bs}x{bs} blocks")
+        raise ctx.invalid(
+            f"the input's {h}x{w} must split into blocksize {bs}x{bs} blocks"
+        )
     perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
     split = (n, c, h // bs, bs, w // bs, bs)
     y = ctx.emit(g.TransposeOp, [ctx.reshape(ctx.inputs[0], split)], perm=perm)[0]
@@ -274,7 +279,7 @@ def _range(ctx: NodeContext) -> list[Value]:
     )
     dtype = start.dtype
     if delta == 0:
-        raise SmeltError(f"{ctx.label}: delta is 0")
+        raise ctx.invalid("delta is 0; it must be non-zero")
     if dtype in (np.float16, ml_dtypes.bfloat16):  # stash_type: f32 (1) or f64 (11)
         wide = np.float64 if ctx.attr("stash_type", 1) == 11 else np.float32
         start, limit, delta = (wide(v) for v in (start, limit, delta))

@@ -45,7 +45,10 @@ def window_attrs(
     else:
         raise SmeltError(f"{ctx.label}: unknown auto_pad '{auto_pad}'")
     if len(strides) != n or len(dilations) != n or len(pads) != 2 * n:
-        raise SmeltError(f"{ctx.label}: strides/dilations/pads do not fit {n} dims")
+        raise ctx.invalid(
+            f"strides {strides}, dilations {dilations} and pads {pads} must hold "
+            f"{n}, {n} and {2 * n} values for its {n} spatial dims"
+        )
     return {"strides": strides, "dilations": dilations, "pads": pads}
 
 

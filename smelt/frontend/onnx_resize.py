@@ -296,6 +296,10 @@ def _resize(ctx: NodeContext) -> list[Value]:
         sizes = [int(s) for s in sizes.reshape(-1)]
         if len(sizes) != len(axes):
             raise SmeltError(f"{ctx.label}: sizes {sizes} do not fit axes {axes}")
+        if any(s < 0 or (s == 0 and shape[a]) for a, s in zip(axes, sizes)):
+            raise ctx.invalid(
+                f"sizes {sizes} must be positive (axes {axes} of input {list(shape)})"
+            )
         out = list(shape)
         for a, s in zip(axes, sizes):
             out[a] = s
@@ -335,7 +339,7 @@ def _by_scales(
     if scales is None or len(scales) != len(shape):
         raise SmeltError(f"{ctx.label}: needs one scale per dim of {shape}")
     if any(not s > 0 for s in scales):
-        raise SmeltError(f"{ctx.label}: scales {scales} must be positive")
+        raise ctx.invalid(f"scales {scales} must all be positive")
     # The scales are float32 in the model; the reference scales in float64.
     scales = [float(np.float32(s)) for s in scales]
     out = [int(s * d) for s, d in zip(scales, shape)]

@@ -33,13 +33,18 @@ def reshape_target(
            for i, d in enumerate(spec)]  # fmt: skip
     total, known = math.prod(src), math.prod(d for d in out if d != -1)
     if out.count(-1) > 1 or any(d < -1 for d in out):
-        raise SmeltError(f"{ctx.label}: bad target shape {list(spec)}")
+        raise ctx.invalid(
+            f"target shape {list(spec)} may hold one -1 at most and no other "
+            "negative dim"
+        )
     if -1 in out:
         if known == 0 or total % known:
-            raise SmeltError(f"{ctx.label}: cannot reshape {list(src)} to {list(spec)}")
+            raise ctx.invalid(f"cannot reshape {list(src)} to {list(spec)}")
         out[out.index(-1)] = total // known
     if math.prod(out) != total:
-        raise SmeltError(f"{ctx.label}: cannot reshape {list(src)} to {list(spec)}")
+        raise ctx.invalid(
+            f"cannot reshape {list(src)} to {list(spec)}: the element counts differ"
+        )
     return out
 
 
@@ -91,7 +96,9 @@ def _squeeze(ctx: NodeContext) -> list[Value]:
     else:
         drop = {axis_of(ctx, a, len(shape)) for a in axes}
         if any(shape[a] != 1 for a in drop):
-            raise SmeltError(f"{ctx.label}: cannot squeeze non-1 dims of {list(shape)}")
+            raise ctx.invalid(
+                f"axes {axes} must name dims of extent 1 (input {list(shape)})"
+            )
     return [ctx.reshape(x, [d for i, d in enumerate(shape) if i not in drop])]
 
 
@@ -102,8 +109,8 @@ def _expand(ctx: NodeContext) -> list[Value]:
     try:
         shape = np.broadcast_shapes(shape_of(x), tuple(spec))
     except ValueError:
-        raise SmeltError(
-            f"{ctx.label}: cannot expand {shape_of(x)} to {spec}"
+        raise ctx.invalid(
+            f"cannot expand {list(shape_of(x))} to {spec}: they must broadcast"
         ) from None
     return ctx.emit(g.ExpandOp, [x], shape=list(shape))
 
@@ -172,7 +179,10 @@ def slice_bounds(
         a = axis_of(ctx, int(axis), rank)
         dim, start, end, step = shape[a], int(start), int(end), int(step)
         if step == 0 or a in seen:
-            raise SmeltError(f"{ctx.label}: zero step or repeated axis {axis}")
+            raise ctx.invalid(
+                f"axis {axis} has step 0 or is named twice; steps must be non-zero "
+                "and axes distinct"
+            )
         seen.add(a)
         start += dim if start < 0 else 0
         end += dim if end < 0 else 0

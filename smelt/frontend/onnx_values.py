@@ -103,7 +103,9 @@ class NodeContext:
         """Refuses a constant of `shape` and `dtype` that the handler is about to
         make when it would not fit the memory limit (ResourceLimit)."""
         if any(d < 0 for d in shape):
-            raise SmeltError(f"{self.label}: its result would have shape {list(shape)}")
+            raise self.invalid(
+                f"its result would have shape {list(shape)}; dims must be >= 0"
+            )
         nbytes = np.dtype(dtype).itemsize * math.prod(shape)
         self.importer.check_bytes(nbytes, f"{list(shape)} {np.dtype(dtype).name}")
 

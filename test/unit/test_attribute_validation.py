@@ -313,6 +313,91 @@ REFUSED = [
         ["axis 5", "expected -4 to 4"],
     ),
     (
+        "resize-negative-sizes",
+        model(
+            [node("Resize", ["x", "", "", "z"], mode="nearest")],
+            [X4],
+            [("z", ints(2, 3, -4, 4))],
+        ),
+        ["sizes [2, 3, -4, 4]", "positive"],
+    ),
+    (
+        "resize-zero-scale",
+        model(
+            [node("Resize", ["x", "", "s"], mode="nearest")],
+            [X4],
+            [("s", np.array([1, 1, 0, 1], np.float32))],
+        ),
+        ["scales", "positive"],
+    ),
+    (
+        "range-zero-delta",
+        model(
+            [node("Range", ["a", "b", "c"])],
+            [],
+            [(n, np.array(v, np.float32)) for n, v in (("a", 0), ("b", 5), ("c", 0))],
+        ),
+        ["delta is 0"],
+    ),
+    (
+        "constant-of-shape-negative",
+        model([node("ConstantOfShape", ["s"])], [], [("s", ints(2, -1))]),
+        ["[2, -1]", ">= 0"],
+    ),
+    (
+        "expand-negative",
+        model([node("Expand", ["x", "s"])], [X4], [("s", ints(2, 3, -1, 4))]),
+        ["cannot expand", "broadcast"],
+    ),
+    (
+        "reshape-two-minus-ones",
+        model([node("Reshape", ["x", "s"])], [X4], [("s", ints(-1, -1))]),
+        ["target shape [-1, -1]", "one -1"],
+    ),
+    (
+        "reshape-count",
+        model([node("Reshape", ["x", "s"])], [X4], [("s", ints(5, 19))]),
+        ["cannot reshape", "element counts differ"],
+    ),
+    (
+        "squeeze-non-1",
+        model([node("Squeeze", ["x", "a"])], [X4], [("a", ints(1))]),
+        ["axes [1]", "extent 1"],
+    ),
+    (
+        "slice-zero-step",
+        model(
+            [node("Slice", ["x", "s", "e", "a", "t"])],
+            [X4],
+            [("s", ints(0)), ("e", ints(2)), ("a", ints(1)), ("t", ints(0))],
+        ),
+        ["step 0", "non-zero"],
+    ),
+    (
+        "slice-repeated-axis",
+        model(
+            [node("Slice", ["x", "s", "e", "a"])],
+            [X4],
+            [("s", ints(0, 0)), ("e", ints(2, 2)), ("a", ints(1, 1))],
+        ),
+        ["named twice", "distinct"],
+    ),
+    (
+        "depth-to-space-channels",
+        model([node("DepthToSpace", ["x"], blocksize=2)], [X4]),
+        ["3 channels", "multiple of blocksize"],
+    ),
+    (
+        "space-to-depth-extent",
+        model([node("SpaceToDepth", ["x"], blocksize=3)], [X4]),
+        ["4x4", "blocksize 3x3"],
+    ),
+    (
+        "max-pool-strides-length",
+        model([node("MaxPool", ["x"], kernel_shape=[2, 2], strides=[1])], [X4]),
+        ["strides [1]", "2 spatial dims"],
+    ),
+    (
         "softmax-axis",
         model([node("Softmax", ["x"], axis=4)], [X4]),
         ["axis 4", "expected -4 to 3"],
