@@ -20,6 +20,7 @@ from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
 from smelt.frontend.onnx_arith import Arith
+from smelt.frontend.onnx_nn import check_windows
 from smelt.frontend.onnx_sample import axis_index, axis_taps
 from smelt.registry import Table
 
@@ -50,25 +51,25 @@ def _deform_conv(ctx: NodeContext) -> list[Value]:
         or c != wshape[1] * group or c_out % group or c % offset_group
         or oshape[:2] != (n, offset_group * taps * k)
     ):  # fmt: skip
-        raise SmeltError(
-            f"{ctx.label}: X {list(shape)}, W {list(wshape)} and offset "
+        raise ctx.invalid(
+            f"X {list(shape)}, W {list(wshape)} and offset "
             f"{list(oshape)} do not fit group {group}, offset_group {offset_group} "
             f"and kernel_shape {kernel}"
         )
+    window = {"strides": strides, "dilations": dilations, "pads": pads}
+    check_windows(ctx, shape[2:], kernel, window, None)
     expected = [
         (shape[2 + d] + pads[d] + pads[d + k] - (kernel[d] - 1) * dilations[d] - 1)
         // strides[d] + 1
         for d in range(k)
     ]
     if outs != expected:
-        raise SmeltError(
-            f"{ctx.label}: offset's output dims {outs} should be {expected} for "
+        raise ctx.invalid(
+            f"offset's output dims {outs} should be {expected} for "
             "these pads, strides and dilations"
         )
     if mask is not None and shape_of(mask) != (n, offset_group * taps, *outs):
-        raise SmeltError(
-            f"{ctx.label}: mask must have shape {[n, offset_group * taps, *outs]}"
-        )
+        raise ctx.invalid(f"mask must have shape {[n, offset_group * taps, *outs]}")
     dtype = numpy_type_of(x)
     if dtype.kind != "f":
         raise SmeltError(f"{ctx.label}: X must be floats, not {dtype}")

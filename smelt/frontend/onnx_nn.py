@@ -43,7 +43,9 @@ def window_attrs(
             lo = small if auto_pad == "SAME_UPPER" else total - small
             pads[i], pads[i + n] = lo, total - lo
     else:
-        raise SmeltError(f"{ctx.label}: unknown auto_pad '{auto_pad}'")
+        raise ctx.invalid(
+            f"auto_pad '{auto_pad}' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER"
+        )
     if len(strides) != n or len(dilations) != n or len(pads) != 2 * n:
         raise ctx.invalid(
             f"strides {strides}, dilations {dilations} and pads {pads} must hold "

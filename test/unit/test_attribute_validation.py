@@ -398,6 +398,29 @@ REFUSED = [
         ["strides [1]", "2 spatial dims"],
     ),
     (
+        "deform-conv-kernel-larger-than-input",
+        model(
+            [node("DeformConv", ["x", "w", "o"])],
+            [("x", [1, 1, 3, 3])],
+            [("w", ones(1, 1, 4, 4)), ("o", ones(1, 32, 1, 1))],
+        ),
+        ["kernel_shape [4, 4]", "spans 4", "more than the 3"],
+    ),
+    (
+        "deform-conv-offset-dims",
+        model(
+            [node("DeformConv", ["x", "w", "o"])],
+            [("x", [1, 1, 3, 3])],
+            [("w", ones(1, 1, 2, 2)), ("o", ones(1, 8, 3, 3))],
+        ),
+        ["offset's output dims [3, 3]", "[2, 2]"],
+    ),
+    (
+        "pool-unknown-auto-pad",
+        model([node("MaxPool", ["x"], kernel_shape=[2, 2], auto_pad="SAME")], [X4]),
+        ["auto_pad 'SAME'", "SAME_UPPER"],
+    ),
+    (
         "softmax-axis",
         model([node("Softmax", ["x"], axis=4)], [X4]),
         ["axis 4", "expected -4 to 3"],
