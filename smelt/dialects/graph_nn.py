@@ -186,8 +186,9 @@ class LrnOp(UnaryOp):
 def window_out(
     size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dil: int
 ) -> int:
-    """The number of convolution windows along one dim (floor division; negative
-    when the dilated kernel is larger than the padded input)."""
+    """The number of convolution windows along one dim (floor division: 0 or
+    negative when the dilated kernel is larger than the padded input, which the
+    importer refuses)."""
     return (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
 
 
@@ -199,7 +200,7 @@ def pool_out(
     overhangs the padded input by less than a stride still counts (size 1, kernel
     3, stride 3: one window, over the one cell); ceil_mode rounds up, but the last
     window must start inside the input or its left padding. Negative when the
-    kernel overhangs by more than a stride (onnxruntime refuses the model)."""
+    kernel overhangs by two strides or more (onnxruntime refuses the model)."""
     span = size + pad_lo + pad_hi - dil * (k - 1) - 1
     if not ceil:
         whole = abs(span) // stride

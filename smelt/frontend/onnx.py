@@ -118,7 +118,9 @@ class _Importer(NestedScopes):
         self.unsupported: list[str] = []
         self.dynamic: list[str] = []
         self.errors: list[str] = []
-        self.invalid = False  # some error breaks ONNX's rules: InvalidModel
+        # errors that break ONNX's rules: InvalidModel, while one is still listed
+        # (a loop body's failed attempt takes its errors back)
+        self.invalid: set[str] = set()
         self.used = onnx_functions.references(self.graph.node)
         self.used |= {o.name for o in self.graph.output}
         self.depth = 0  # nesting of function bodies and subgraphs being imported
@@ -324,8 +326,9 @@ class _Importer(NestedScopes):
         except ResourceLimit as e:  # nothing after it matters: stop at once
             raise ResourceLimit(_labelled(label, e)) from None
         except SmeltError as e:
-            self.invalid |= isinstance(e, InvalidModel)
             self.errors.append(_labelled(label, e))
+            if isinstance(e, InvalidModel):
+                self.invalid.add(self.errors[-1])
         except VerifyException as e:
             self.errors.append(f"{label}: {e}")
         finally:
@@ -438,7 +441,7 @@ class _Importer(NestedScopes):
             sections += [f"  - {p}" for p in self.errors]
         if sections:
             kind = SmeltError if self.dynamic or self.errors else UnsupportedModel
-            kind = InvalidModel if self.invalid else kind
+            kind = InvalidModel if self.invalid.intersection(self.errors) else kind
             raise kind("cannot import the ONNX model:\n" + "\n".join(sections))
 
 

@@ -602,3 +602,17 @@ def test_accepted_edge_cases_match_onnxruntime(m):
     for name, w in zip(names, want, strict=True):
         assert got[name].shape == w.shape, name
         np.testing.assert_allclose(got[name], w, rtol=1e-5, atol=1e-5)
+
+
+def test_every_problem_listed_and_the_model_invalid():
+    """An invalid node among other problems: one InvalidModel lists them all."""
+    nodes = [
+        node("Transpose", ["x"], ("t",), perm=[0, 1]),
+        helper.make_node("Frobnicate", ["x"], ["y"], name="unknown"),
+    ]
+    m = model(nodes, [X3])
+    with pytest.raises(InvalidModel) as error:
+        smelt.compile(m)
+    message = str(error.value)
+    assert "Transpose 'probe': perm [0, 1]" in message
+    assert "Frobnicate" in message
