@@ -78,3 +78,12 @@ def is_unsigned(element_type: Attribute) -> bool:
 def byte_size(element_type: Attribute) -> int:
     """Bytes one element takes in memory (i1 is stored as one byte)."""
     return to_numpy(element_type).itemsize
+
+
+def nbytes(shaped: Attribute) -> int:
+    """Bytes a static tensor / memref / vector type takes in memory (row-major,
+    contiguous): the one byte-size rule every level uses."""
+    n = byte_size(shaped.element_type)  # type: ignore[attr-defined]
+    for d in shaped.get_shape():  # type: ignore[attr-defined]
+        n *= d
+    return n

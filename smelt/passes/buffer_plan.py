@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntAttr, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntAttr, IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -15,13 +15,6 @@ from smelt.dialects import dtypes, locations, loop
 from smelt.dialects.weights import ALIGN
 from smelt.errors import SmeltError
 
-
-
-def nbytes(t: MemRefType) -> int:
-    n = dtypes.byte_size(t.element_type)
-    for d in t.get_shape():
-        n *= d
-    return n
 
 
 def _align(n: int) -> int:
@@ -49,7 +42,7 @@ def live_buffers(main: func.FuncOp) -> tuple[list[Buffer], list[func.CallOp]]:
     buffers: dict[SSAValue, Buffer] = {}
     for op in main.body.ops:
         if isinstance(op, loop.AllocOp):
-            buffers[op.result] = Buffer(op, _align(nbytes(op.result.type)), -1, -1)
+            buffers[op.result] = Buffer(op, _align(dtypes.nbytes(op.result.type)), -1, -1)
     for i, call in enumerate(calls):
         for arg in call.arguments:
             buf = buffers.get(_root(arg))
@@ -209,7 +202,7 @@ class BufferPlanPass(ModulePass):
         for a in main.body.ops:  # never-used allocs still need a home
             if isinstance(a, loop.AllocOp) and a.offset is None:
                 a.offset = IntAttr(0)
-                arena = max(arena, _align(nbytes(a.result.type)))
+                arena = max(arena, _align(dtypes.nbytes(a.result.type)))
         bound = lower_bound(buffers, len(calls), pairs)
         naive = sum(b.size for b in buffers)
         if naive >= 2**63:

@@ -12,7 +12,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.transforms.dead_code_elimination import dce
 
-from smelt.dialects import graph, locations
+from smelt.dialects import dtypes, graph, locations
 
 
 @dataclass
@@ -29,21 +29,12 @@ class FoldConstantOp(RewritePattern):
             return
         from smelt.runtime.reference import evaluate
 
-        if sum(_nbytes(r.type) for r in op.results) > self.max_bytes:
+        if sum(dtypes.nbytes(r.type) for r in op.results) > self.max_bytes:
             return
         values = evaluate(op, [p.to_array() for p in producers])
         constants = [graph.ConstantOp.from_array(v) for v in values]
         locations.inherit(constants, op)
         rewriter.replace(op, constants, [c.result for c in constants])
-
-
-def _nbytes(t) -> int:
-    from smelt.dialects import dtypes
-
-    n = dtypes.byte_size(t.element_type)
-    for d in t.get_shape():
-        n *= d
-    return n
 
 
 @dataclass(frozen=True)

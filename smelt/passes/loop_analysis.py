@@ -3,7 +3,6 @@ memory accesses and which buffers may overlap, and a rough work estimate."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -116,10 +115,6 @@ def root(buffer: SSAValue) -> SSAValue:
     return buffer
 
 
-def nbytes(t: MemRefType) -> int:
-    return dtypes.byte_size(t.element_type) * math.prod(t.get_shape())
-
-
 @dataclass
 class Access:
     """One memref.load or memref.store and the affine form of each index."""
@@ -162,7 +157,7 @@ def may_alias(a: SSAValue, b: SSAValue, elementwise_kernel: bool) -> bool:
         both_args
         and isinstance(ta, MemRefType)
         and isinstance(tb, MemRefType)
-        and nbytes(ta) == nbytes(tb)
+        and dtypes.nbytes(ta) == dtypes.nbytes(tb)
     )
 
 

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 
-from smelt.dialects import loop
+from smelt.dialects import dtypes, loop
 from smelt.passes.loop_analysis import (
     Access,
     Affine,
@@ -24,7 +24,6 @@ from smelt.passes.loop_analysis import (
     enclosing_kernel,
     is_elementwise_kernel,
     may_alias,
-    nbytes,
 )
 from smelt.passes.vector_ops import ELEMENTWISE, REDUCTIONS, Reduction
 
@@ -123,7 +122,7 @@ class VectorLegality:
             self.stream_bytes > 0
             and isinstance(t, MemRefType)
             and isinstance(t.element_type, IntegerType | AnyFloat)
-            and nbytes(t) >= self.stream_bytes
+            and dtypes.nbytes(t) >= self.stream_bytes
         ):
             return False
         kernel = enclosing_kernel(self.loop)

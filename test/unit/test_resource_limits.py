@@ -13,7 +13,7 @@ import smelt
 from smelt.compiler import cli
 from smelt.compiler.driver import CompileOptions
 from smelt.errors import ResourceLimit, SmeltError
-from smelt.lowering.llvm.plan import machine_memory
+from smelt.lowering.memory_plan import machine_memory
 from smelt.targets.memory import parse_size
 
 

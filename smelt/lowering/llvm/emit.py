@@ -52,7 +52,7 @@ from smelt.lowering.llvm.emit_math import MATH_EMITTERS
 from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
-from smelt.lowering.llvm.plan import MemoryPlan, plan_memory
+from smelt.lowering.memory_plan import MemoryPlan, plan_memory
 from smelt.lowering.llvm.program import (
     ENTRY,
     NEEDS_GLOBAL,

@@ -26,6 +26,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerType, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
+from smelt.dialects import dtypes
 from smelt.dialects.loop import AllocOp, ConstantOp, ViewOp
 from smelt.errors import SmeltError
 from smelt.lowering.triton.emit import TritonKernel
@@ -103,15 +104,6 @@ def torch_dtype(element_type: Any):
     ]
 
 
-def _nbytes(t: MemRefType) -> int:
-    from smelt.dialects import dtypes
-
-    n = dtypes.byte_size(t.element_type)
-    for d in t.get_shape():
-        n *= d
-    return n
-
-
 @dataclass
 class Launch:
     """One kernel launch of the plan."""
@@ -148,7 +140,7 @@ class TritonProgram:
         import torch
 
         from smelt.dialects.program import INPUT_NAMES_ATTR, io_names, main_func
-        from smelt.lowering.llvm.plan import plan_memory
+        from smelt.lowering.memory_plan import plan_memory
 
         self.device = torch.device(device)
         self.kernels = module_kernels(module)
@@ -166,7 +158,7 @@ class TritonProgram:
         self.weights = torch.from_numpy(np.array(plan.weights)).to(device)
         self.io_types = [a.type for a in main.args]
         self.io = [
-            torch.zeros(max(1, _nbytes(t)), dtype=torch.uint8, device=device)
+            torch.zeros(max(1, dtypes.nbytes(t)), dtype=torch.uint8, device=device)
             for t in self.io_types
         ]
         views: dict[SSAValue, Any] = {}
@@ -210,7 +202,7 @@ class TritonProgram:
     def _typed(self, base, offset: int, t: MemRefType):
         """The bytes [offset, offset + size of t) of `base` as a flat tensor of t's
         element type (an empty one for zero-size buffers)."""
-        return base[offset : offset + _nbytes(t)].view(torch_dtype(t.element_type))
+        return base[offset : offset + dtypes.nbytes(t)].view(torch_dtype(t.element_type))
 
     @property
     def io_tensors(self) -> list[Any]:

@@ -1,5 +1,6 @@
 """Where @main's buffers live: arena offsets of `loop.alloc`, the weight segments
-(a blob of the small constants, then each big weight where the IR held it)."""
+(a blob of the small constants, then each big weight where the IR held it). Both
+backends read it: the llvm target and the Triton runner."""
 
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, UnitAttr
 from xdsl.ir import SSAValue
 
-from smelt.dialects import locations, program
+from smelt.dialects import dtypes, locations, program
 from smelt.dialects.loop import AllocOp, ConstantOp
 from smelt.errors import ResourceLimit, SmeltError
 from smelt.dialects.weights import ALIGN, WeightBytes, aligned_empty
-from smelt.lowering.llvm.types import buffer_info
 from smelt.targets.memory import describe_limit, gib, machine_memory, resolve_limit
 
 __all__ = ["MemoryPlan", "check_memory", "machine_memory", "plan_memory"]
@@ -84,17 +84,17 @@ def plan_memory(
     for op in allocs:
         if op.offset is not None:
             offset = op.offset.data
-            if offset < 0 or offset % buffer_info(op.result.type).element_bytes:
+            if offset < 0 or offset % dtypes.byte_size(op.result.type.element_type):
                 raise ResourceLimit(
                     f"loop.alloc offset {offset} is negative or misaligned"
                 )
             arena_offsets[op.result] = offset
-            end = max(end, offset + buffer_info(op.result.type).nbytes)
+            end = max(end, offset + dtypes.nbytes(op.result.type))
     for op in allocs:
         if op.offset is None:
             end = align_up(end)
             arena_offsets[op.result] = end
-            end += buffer_info(op.result.type).nbytes
+            end += dtypes.nbytes(op.result.type)
 
     weight_offsets: dict[SSAValue, int] = {}
     external: dict[SSAValue, int] = {}
@@ -102,7 +102,7 @@ def plan_memory(
     numbers: dict[int, int] = {}  # id of a WeightBytes: its segment's number
     total = 0
     for op in constants:
-        nbytes = buffer_info(op.result.type).nbytes
+        nbytes = dtypes.nbytes(op.result.type)
         storage = _in_place(op, nbytes) if in_place else None
         if storage is not None:
             if id(storage) not in numbers:  # constants sharing bytes share a segment
@@ -118,7 +118,7 @@ def plan_memory(
     weights = aligned_empty(total)
     released = 0
     for op in constants:
-        nbytes = buffer_info(op.result.type).nbytes
+        nbytes = dtypes.nbytes(op.result.type)
         if op.result in weight_offsets:
             start = weight_offsets[op.result]
             weights[start : start + nbytes] = _constant_bytes(op)
@@ -177,7 +177,7 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
     """Refuses a model whose arena, weights and inputs / outputs together exceed
     `limit` bytes (0: the machine's memory) before anything is allocated, naming
     its largest buffers (a model of a 100 GB tensor died at allocation before)."""
-    io = sum(buffer_info(a.type).nbytes for a in main.body.block.args)
+    io = sum(dtypes.nbytes(a.type) for a in main.body.block.args)
     need = arena + weights + io
     allowed = resolve_limit(limit)
     if not allowed or need <= allowed:
@@ -191,10 +191,10 @@ def check_memory(main: func.FuncOp, arena: int, weights: int, limit: int = 0) ->
     if len(names) != len(args):
         names = [""] * len(args)
     sizes = [
-        (buffer_info(v.type).nbytes, f"{name}{v.type}")
+        (dtypes.nbytes(v.type), f"{name}{v.type}")
         for name, v in zip(names, args)
     ] + [
-        (buffer_info(op.result.type).nbytes, _temporary(op))
+        (dtypes.nbytes(op.result.type), _temporary(op))
         for op in main.body.walk()
         if isinstance(op, AllocOp | ConstantOp)
     ]
@@ -220,12 +220,13 @@ def _constant_bytes(op: ConstantOp) -> np.ndarray:
             "this loop.constant's bytes went to the weight blob of an earlier "
             "compile of the same module: compile again from the model"
         )
-    info = buffer_info(op.result.type)
+    t = op.result.type
+    nbytes, element_bytes = dtypes.nbytes(t), dtypes.byte_size(t.element_type)
     data = np.frombuffer(op.value.data.data, dtype=np.uint8)
-    if data.size == info.nbytes:
+    if data.size == nbytes:
         return data
-    if data.size == info.element_bytes:  # a splat stored once
-        return np.tile(data, info.numel)
+    if data.size == element_bytes:  # a splat stored once
+        return np.tile(data, nbytes // element_bytes)
     raise ResourceLimit(
-        f"loop.constant holds {data.size} bytes but {op.result.type} needs {info.nbytes}"
+        f"loop.constant holds {data.size} bytes but {t} needs {nbytes}"
     )
