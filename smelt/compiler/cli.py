@@ -22,6 +22,7 @@ from smelt.compiler.cli_inputs import (
 )
 from smelt.compiler.cli_output import (  # test_cli imports one of them from here
     check_against_onnxruntime,
+    check_tolerance,
     print_profile,
     run_and_show,
 )
@@ -162,8 +163,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.profile:
         print_profile(model, feeds, args.profile)
     if args.check:
+        tolerance, why = check_tolerance(args.tolerance, args.precision)
         return check_against_onnxruntime(
-            source, feeds, outputs, args.tolerance, constants
+            source, feeds, outputs, tolerance, constants, why
         )
     return 0
 
@@ -289,7 +291,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                      help="replace the float weights by seeded random ones (He "
                      "init; the light_* models ship constant fills, whose outputs "
                      "say little), and add the logits as an output")
-    run.add_argument("--tolerance", type=float, default=1e-4)
+    run.add_argument("--tolerance", type=float,
+                     help="--check's bound on max |smelt - onnxruntime| / max "
+                     "|onnxruntime| (default by --precision: f32 1e-4, bf16 2^-4 "
+                     "= 0.0625, f16 2^-7 = 0.0078)")
     run.add_argument("--no-check-model", action="store_true",
                      help="skip onnx's full checker (it refuses a few valid models)")
     run.add_argument("--profile", type=non_negative, default=0, metavar="RUNS",

@@ -60,8 +60,36 @@ def _node_list(nodes, limit: int = 6) -> str:
     return shown + (f" (+{len(nodes) - limit} more)" if len(nodes) > limit else "")
 
 
+# --check's default tolerance per --precision (max |smelt - onnxruntime| over max
+# |onnxruntime|): f32 1e-4. A 16-bit float stores every value between kernels
+# rounded to its p significant bits (bf16 8, f16 11): one rounding is off by up to
+# 2^-p relative, and the logits before a softmax carry that error times their size
+# into its output (light_bvlc_alexnet / light_vgg19 with random weights, bf16:
+# logits 0.004-0.006, probabilities 0.035). So a 16-bit float is allowed 16
+# roundings' worth, 2^(4-p): bf16 2^-4, f16 2^-7.
+CHECK_TOLERANCE = {"f32": 1e-4, "bf16": 2.0**-4, "f16": 2.0**-7}
+TOLERANCE_WHY = {
+    "f32": "f32",
+    "bf16": "bf16: 8 significant bits, 16 roundings of 2^-8 = 2^-4",
+    "f16": "f16: 11 significant bits, 16 roundings of 2^-11 = 2^-7",
+}
+
+
+def check_tolerance(given: float | None, precision: str) -> tuple[float, str]:
+    """--check's tolerance and how it was chosen: `given` (--tolerance), else the
+    precision's (`CHECK_TOLERANCE`)."""
+    if given is not None:
+        return given, "--tolerance"
+    return CHECK_TOLERANCE[precision], TOLERANCE_WHY[precision]
+
+
 def check_against_onnxruntime(
-    path, feeds, outputs, tolerance: float, constants: dict | None = None
+    path,
+    feeds,
+    outputs,
+    tolerance: float,
+    constants: dict | None = None,
+    why: str = "",
 ) -> int:
     try:
         import onnxruntime as ort
@@ -92,5 +120,6 @@ def check_against_onnxruntime(
         worst = max(worst, err)
         print(f"  vs onnxruntime {name}: max relative error {err:.2e}")
     ok = worst <= tolerance and not mismatched
-    print(f"check {'PASSED' if ok else 'FAILED'} (tolerance {tolerance:g})")
+    because = f" for {why}" if why else ""
+    print(f"check {'PASSED' if ok else 'FAILED'} (tolerance {tolerance:.3g}{because})")
     return 0 if ok else 2

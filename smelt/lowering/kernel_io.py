@@ -101,6 +101,21 @@ class KernelIO:
         return None
 
 
+def writes_own_type(op: Operation) -> bool:
+    """Whether `op`'s kernel stores a value of its result's own type: the result
+    itself, or an output of its `graph.fused` region typed as the result. When it
+    does not (a fused epilogue casts, e.g. an f32 conv or matmul whose result
+    quant-cast stores as bf16), no output can hold the partial sums that the
+    scheduled (tiled, register-blocked) forms accumulate in memory, and the anchor
+    asks its `prepare` for a scratch buffer instead."""
+    result = op.results[0]
+    fused = op.parent_op()
+    if not isinstance(fused, graph.FusedOp):
+        return True
+    outputs = fused.body.block.last_op.operands  # type: ignore[union-attr]
+    return any(v.type == result.type for v in outputs)
+
+
 # prepare(ctx, op, operand_buffer) -> extra kernel inputs, made before the kernel runs
 Prepare = Callable[[object, Operation, Callable[[int], SSAValue]], list[SSAValue]]
 

@@ -14,7 +14,7 @@ from xdsl.ir import SSAValue
 
 from smelt.dialects import dtypes, graph, loop
 from smelt.errors import SmeltError
-from smelt.lowering.kernel_io import KernelIO
+from smelt.lowering.kernel_io import KernelIO, writes_own_type
 from smelt.lowering.loop_builder import (
     BATCH_ROLE,
     CONV_PATTERN,
@@ -124,11 +124,23 @@ class Conv:
 # --- conv2d -------------------------------------------------------------------------
 
 
+def _needs_scratch(op: graph.Conv2dOp) -> bool:
+    """Whether the conv accumulates in memory (not a 16-bit float, which sums in an
+    f32 register) but its kernel writes no output of its result's type: an f32 conv
+    whose fused epilogue casts to bf16 / f16 (quant-cast keeps contractions f32
+    where the target has no fast 16-bit path). Without a scratch it would fall back
+    to the register form, which no schedule tiles (~30x slower)."""
+    t = graph.element_type_of(op.result)
+    sixteen_bit_float = dtypes.is_float(t) and dtypes.byte_size(t) == 2
+    return not sixteen_bit_float and not writes_own_type(op)
+
+
 def prepare_conv2d(
     ctx: LoweringContext, op: graph.Conv2dOp, operand_buffer: Callable[[int], SSAValue]
 ) -> list[SSAValue]:
-    """Extra kernel inputs: the zero-padded input (when `pads`), then the weights in
-    `Conv.packed_shape` order (a new constant when they are one, else a copy)."""
+    """Extra kernel inputs: the zero-padded input (when `pads`), the weights in
+    `Conv.packed_shape` order (a new constant when they are one, else a copy), then
+    a scratch of the result's type when `_needs_scratch`."""
     conv = Conv.of(op)
     pads = list(op.attr("pads") or (0,) * 4)
     extra = []
@@ -146,6 +158,8 @@ def prepare_conv2d(
         pad_nest(k, k.inputs[0], k.outputs[0], widths, fill=fill)
         extra.append(padded)
     extra.append(_packed_weight(ctx, conv, operand_buffer(1)))
+    if _needs_scratch(op):
+        extra.append(ctx.alloc(memref_type(op.result.type)))  # type: ignore[arg-type]
     return extra
 
 
@@ -170,9 +184,10 @@ def _packed_weight(ctx: LoweringContext, conv: Conv, weight: SSAValue) -> SSAVal
 def emit_conv2d(io: KernelIO, op: graph.Conv2dOp) -> None:
     conv = Conv.of(op)
     a = Arith(io.k, graph.element_type_of(op.input))
-    x = io.extra[0] if len(io.extra) == 2 else io.operand_buffer(0)
-    w = io.extra[-1]
-    out = io.result_buffer(0)
+    extra = list(io.extra)
+    out = extra.pop() if _needs_scratch(op) else io.result_buffer(0)
+    x = extra[0] if len(extra) == 2 else io.operand_buffer(0)
+    w = extra[-1]
     # 16-bit floats accumulate in an f32 register; others accumulate in the output.
     if a.type != a.storage or out is None:
         _conv_register(io, a, conv, x, w)

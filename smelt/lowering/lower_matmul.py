@@ -9,8 +9,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop, target
-from smelt.lowering.kernel_io import Anchor, KernelIO
-from smelt.lowering.loop_context import LoweringContext
+from smelt.lowering.kernel_io import Anchor, KernelIO, writes_own_type
 from smelt.lowering.loop_builder import (
     BATCH_ROLE,
     MATMUL_PATTERN,
@@ -18,6 +17,7 @@ from smelt.lowering.loop_builder import (
     mark_pattern,
     tag_loops,
 )
+from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import broadcast_index
 from smelt.lowering.scalar_ops import Arith, memref_type
 from smelt.targets import cpu as schedules
@@ -189,13 +189,7 @@ def prepare(
         return []
     if graph.shape_of(result)[-1] == 1:
         return []  # n = 1: the dot form
-    fused = op.parent_op()
-    outputs = (
-        list(fused.body.block.last_op.operands)  # type: ignore[union-attr]
-        if isinstance(fused, graph.FusedOp)
-        else [result]
-    )
-    if any(v.type == result.type for v in outputs):
+    if writes_own_type(op):
         return []
     return [ctx.alloc(memref_type(result.type))]  # type: ignore[arg-type]
 
