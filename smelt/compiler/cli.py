@@ -171,10 +171,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from smelt.compiler import pipelines
     from smelt.compiler.driver import import_graph
     from smelt.compiler.instrument import Instrumentation
-    from smelt.compiler.report import format_rows, report
+    from smelt.compiler.report import format_rows, kernel_count, report
 
     path = resolve_model(args.model)
     shapes, constants = parse_shapes(args.input_shape), parse_constants(args.constant)
@@ -183,10 +182,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         return import_graph(path, shapes, constants=constants, check_model=False)
 
     module = import_graph(path, shapes, constants=constants)
-    spec = args.pipeline or pipelines.GRAPH_OPT
+    spec = pipeline_of(args)
     print(f"{os.path.basename(path)}  [pipeline: {spec}]")
     instrument = Instrumentation(dump_options(args), source=source)
     print(format_rows(report(module, spec, instrument)))
+    print(f"{kernel_count(module)}; the kernels column counts graph ops that "
+          "make a kernel before convert-graph-to-loop, calls in @main after it")
     return 0
 
 
@@ -263,6 +264,34 @@ CONSTANT_HELP = ("fix an input to a value (a number or V1,V2,…): its If condit
                  "and shapes fold at compile time")
 
 
+def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose a CPU pipeline, as `smelt run` takes them (`smelt
+    run`, `report`, `show`); `pipeline_of` resolves them."""
+    parser.add_argument("--level", default="O2", help="preset pipeline O0…O3")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads (presets)")
+    parser.add_argument("--cpu", default="host", help=CPU_HELP)
+    parser.add_argument("-p", "--pipeline", help="explicit pass pipeline (default: "
+                        "the preset of --level for --cpu and --threads)")
+    parser.add_argument("--precision", default="f32", choices=["f32", "bf16", "f16"],
+                        help="store weights and activations as bf16 / f16 "
+                        "(quant-cast; f32 inputs, outputs and accumulation; "
+                        "contractions compute in f32 except bf16 matmuls with "
+                        "constant weights, vdpbf16ps where the CPU has avx512bf16)")
+
+
+def pipeline_of(args: argparse.Namespace) -> str:
+    """The CPU pipeline `add_pipeline_arguments`' flags choose: what `smelt run`
+    compiles with for the same flags."""
+    from smelt.compiler.options import CompileOptions
+
+    options = CompileOptions(
+        target="cpu", pipeline=args.pipeline, level=args.level,
+        threads=args.threads, cpu=args.cpu, precision=args.precision,
+    )  # fmt: skip
+    return options.resolved_pipeline()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand (with `command`, the one that will run: the
     others may leave out arguments that are slow to define)."""
@@ -276,15 +305,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                      metavar="NAME=DxD…", help="fix the dims of an input")
     run.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE",
                      help=CONSTANT_HELP)
-    run.add_argument("--target", default="cpu")
-    run.add_argument("--level", default="O2", help="preset pipeline O0…O3")
-    run.add_argument("--threads", type=int, default=1, help="CPU threads (presets)")
-    run.add_argument("--cpu", default="host", help=CPU_HELP)
-    run.add_argument("-p", "--pipeline", help="explicit pass pipeline")
-    run.add_argument("--precision", default="f32", choices=["f32", "bf16", "f16"],
-                     help="store weights and activations as bf16 / f16 (quant-cast; "
-                     "f32 inputs, outputs and accumulation; bf16 matmuls with "
-                     "constant weights use vdpbf16ps where the CPU has avx512bf16)")
+    run.add_argument("--target", default="cpu", choices=["cpu", "gpu"],
+                     help="where the model runs (default cpu)")
+    add_pipeline_arguments(run)
     run.add_argument("-o", "--output", help="write the outputs to this .npz")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.add_argument("--random-weights", type=int, metavar="SEED",
@@ -315,7 +338,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     rep.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
     rep.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE",
                      help=CONSTANT_HELP)
-    rep.add_argument("-p", "--pipeline", help="pass pipeline (default: graph-level O2)")
+    add_pipeline_arguments(rep)
     add_dump_arguments(rep)
     rep.set_defaults(func=cmd_report)
     pipe = sub.add_parser("pipelines", help="every preset pipeline (target × level), "

@@ -120,13 +120,32 @@ def summary(module: ModuleOp) -> dict[str, int]:
     return out
 
 
+KERNELS_ARE = "calls in @main after the whole pipeline"
+"""What `smelt run`, `smelt report` and `smelt show` count as a model's kernels
+(`loop_stats`: a kernel called twice counts twice, as it runs twice)."""
+
+
 def format_summary(stats: dict[str, int] | None) -> str:
     """A compile's `info["stats"]` as one line ("" without them)."""
     if not stats:
         return ""
     arena = stats.get("arena_bytes")
     text = f"{stats['kernels']} kernels"
-    return text + (f", arena {arena / 1e6:.2f} MB" if arena is not None else "")
+    text += f", arena {arena / 1e6:.2f} MB" if arena is not None else ""
+    return text + f"  [kernels: {KERNELS_ARE}]"
+
+
+def kernel_count(module: ModuleOp) -> str:
+    """The kernel count of a module after its pipeline, saying what it counts:
+    calls in @main (`KERNELS_ARE`) once the pipeline lowered to loops, else the
+    graph ops that would make a kernel (a pipeline without convert-graph-to-loop)."""
+    main = _main(module)
+    if main is not None and any(isinstance(op, func.CallOp) for op in main.body.ops):
+        return f"{stats(module).kernels} kernels [{KERNELS_ARE}]"
+    return (
+        f"{stats(module).kernels} graph-level kernels [graph ops that make a "
+        "kernel: the pipeline does not lower to loops]"
+    )
 
 
 def report(

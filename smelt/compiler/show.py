@@ -6,9 +6,12 @@ in its own colour, shapes and bytes on the edges.
     smelt show model.onnx -o g.json              # Google Model Explorer's graph JSON
     smelt show model.onnx -o g.dot               # Graphviz: dot -Tsvg g.dot
 
-The pipeline's graph passes run (default: the graph part of O2's); the "before"
-picture is the graph just before its first graph-fuse, "after" the graph after its
-last graph pass. The SVG is laid out here (layered, no Graphviz needed); the .dot
+The pipeline is `smelt run`'s for the same flags (default: the O2 CPU preset for
+this host; --level, --cpu, --threads, --precision or -p choose another), and the
+output names it. The "before" picture is the graph just before its first
+graph-fuse, "after" the graph after its last graph pass; the loop passes then run
+too, so that the kernel count printed is `smelt run`'s and `smelt report`'s
+(calls in @main after the whole pipeline). The SVG is laid out here (layered, no Graphviz needed); the .dot
 file is for Graphviz's own layout. The JSON holds one Model Explorer `Graph` per
 picture (`{"graphs": [...]}`, fields as in model_explorer/graph_builder.py): a
 kernel's ops share a `namespace` (the kernel's name), so Model Explorer draws each
@@ -155,15 +158,27 @@ def _label(op: Any) -> str:
     return op.name.removeprefix("graph.")
 
 
-def graph_spec(pipeline: str | None) -> tuple[list[str], list[str]]:
-    """The graph passes of `pipeline` (default: O2's for the cpu target), split
-    before its first graph-fuse: (before, rest)."""
+def _graph_end(specs: list[str]) -> int:
+    return next((i for i, s in enumerate(specs) if s.startswith("convert-")), len(specs))
+
+
+def loop_spec(pipeline: str | None) -> list[str]:
+    """The passes of `pipeline` after its graph passes (from its first convert-)."""
     from smelt.compiler import pipelines
     from smelt.compiler.instrument import pass_specs
 
     specs = pass_specs(pipeline or pipelines.GRAPH_OPT_NHWC)
-    cut = next((i for i, s in enumerate(specs) if s.startswith("convert-")), len(specs))
-    specs = specs[:cut]
+    return specs[_graph_end(specs) :]
+
+
+def graph_spec(pipeline: str | None) -> tuple[list[str], list[str]]:
+    """The graph passes of `pipeline` (default: O2's graph part for the cpu
+    target), split before its first graph-fuse: (before, rest)."""
+    from smelt.compiler import pipelines
+    from smelt.compiler.instrument import pass_specs
+
+    specs = pass_specs(pipeline or pipelines.GRAPH_OPT_NHWC)
+    specs = specs[: _graph_end(specs)]
     fuse = next((i for i, s in enumerate(specs) if s.startswith("graph-fuse")), None)
     if fuse is None:
         return specs, []
@@ -340,18 +355,28 @@ def write(pics: list[Picture], path: str, title: str) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from smelt.compiler.cli import parse_constants, parse_shapes, resolve_model
-    from smelt.compiler.driver import import_graph
+    from smelt.compiler.cli import (
+        parse_constants,
+        parse_shapes,
+        pipeline_of,
+        resolve_model,
+    )
+    from smelt.compiler.driver import import_graph, lower
+    from smelt.compiler.report import kernel_count
 
     path = resolve_model(args.model)
     module = import_graph(
         path, parse_shapes(args.input_shape), constants=parse_constants(args.constant)
     )
-    pics = pictures(module, args.pipeline)
+    spec = pipeline_of(args)
+    pics = pictures(module, spec)
     name = os.path.basename(path)
     write(pics, args.output, name)
     counts = "; ".join(f"{p.title}: {summary(p)}" for p in pics)
     print(f"wrote {args.output} ({name}: {counts})")
+    if rest := loop_spec(spec):  # for the count `smelt run` prints
+        lower(module, ",".join(rest))
+    print(f"  {kernel_count(module)}  [pipeline: {spec}]")
     return 0
 
 
@@ -360,11 +385,14 @@ def add_show_parser(sub: Any) -> None:
         "show", help="draw the graph before and after fusion (svg, html, json, dot)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
+    from smelt.compiler.cli import add_pipeline_arguments
+
     s.add_argument("model", help="an .onnx path or a light_* model name")
-    s.add_argument("-p", "--pipeline", help="the passes (default: O2's graph part; "
-                   "loop passes are ignored)")
+    add_pipeline_arguments(s)
     s.add_argument("-o", "--output", required=True,
                    help=f"the file to write: {', '.join(FORMATS)}")
-    s.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…")
-    s.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE")
+    s.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…",
+                   help="fix the dims of an input")
+    s.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix an input to a value (a number or V1,V2,…)")
     s.set_defaults(func=cmd_show)

@@ -3,6 +3,8 @@ convs scheduled, `--check` takes its tolerance from `--precision`, `smelt run`,
 `report` and `show` print one kernel count for one pipeline, and `--remarks`
 prints why passes declined."""
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -98,3 +100,37 @@ def test_run_check_with_bf16_prints_its_tolerance(conv_path, capsys):
     # an explicit tolerance wins, and can fail: bf16 is not f32-exact
     assert cli.main([*argv, "--tolerance", "1e-6"]) == 2
     assert "check FAILED (tolerance 1e-06 for --tolerance)" in capsys.readouterr().out
+
+
+# --- one kernel count ------------------------------------------------------------
+
+
+def _kernels(text: str) -> int:
+    found = re.findall(r"(\d+) kernels[ ,]", text)
+    assert found, text
+    return int(found[-1])
+
+
+@pytest.mark.parametrize("flags", [[], ["--cpu", AVX2, "--precision", "bf16"]])
+def test_run_report_and_show_count_the_same_kernels(conv_path, tmp_path, capsys,
+                                                   flags):  # fmt: skip
+    assert cli.main(["run", conv_path, "-q", *flags]) == 0
+    run = capsys.readouterr().out
+    assert cli.main(["report", conv_path, *flags]) == 0
+    report = capsys.readouterr().out
+    assert cli.main(["show", conv_path, "-o", str(tmp_path / "g.svg"), *flags]) == 0
+    show = capsys.readouterr().out
+    counts = {_kernels(run), _kernels(report), _kernels(show)}
+    assert len(counts) == 1, (run, report, show)
+    for text in (run, report, show):
+        assert "calls in @main after the whole pipeline" in text
+    # report and show name the pipeline they ran: run's
+    spec = re.search(r"\[pipeline: (.*)\]", run).group(1)
+    assert f"[pipeline: {spec}]" in report and f"[pipeline: {spec}]" in show
+
+
+def test_report_says_when_its_pipeline_does_not_lower(conv_path, capsys):
+    assert cli.main(["report", conv_path, "-p", "graph-fuse"]) == 0
+    assert (
+        "graph-level kernels [graph ops that make a kernel" in capsys.readouterr().out
+    )
