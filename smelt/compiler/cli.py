@@ -368,6 +368,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     add_explore_parser(sub)
     add_show_parser(sub)
+    for name in ("run", "compile"):
+        sub.choices[name].add_argument(
+            "--remarks", action="store_true",
+            help="print why passes left ops alone (missed-optimization remarks, as "
+            "MLIR's -Rpass-missed), by pass and reason, with kernels and ONNX "
+            "nodes (none from a build loaded from the cache: no pass ran)",
+        )  # fmt: skip
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true",
                              help="print the traceback of an internal error")
@@ -408,6 +415,19 @@ def add_quantize_parser(sub, arguments: bool = True) -> None:
                         "layers stay f32 until it holds")
 
 
+def with_remarks(args: argparse.Namespace) -> int:
+    """Runs the command; with --remarks, collects the remarks of the passes it
+    runs (smelt.passes.remarks) and prints them grouped after it."""
+    if not getattr(args, "remarks", False):
+        return args.func(args)
+    from smelt.passes import remarks
+
+    with remarks.collect() as missed:
+        code = args.func(args)
+    print(remarks.format_grouped(missed))
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # `smelt run FILE.smelt` parses its few flags alone: the full parser imports onnx
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -415,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = artifact_run_args(argv) or build_parser(command).parse_args(argv)
     try:
         with internal_errors(f"smelt {args.command}"):
-            return args.func(args)
+            return with_remarks(args)
     except SmeltError as e:
         if args.debug and isinstance(e, InternalError):
             print(e.details, file=sys.stderr, end="")

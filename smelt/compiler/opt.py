@@ -61,6 +61,12 @@ class SmeltOptMain(xDSLOptMain):
             help="attach this CPU before the pipeline (target-attach-cpu): host or "
             "an LLVM CPU name with feature edits (x86-64-v3, znver5,-avx512f)",
         )
+        arg_parser.add_argument(
+            "--remarks",
+            action="store_true",
+            help="print to stderr why passes left ops alone (missed-optimization "
+            "remarks, as MLIR's -Rpass-missed), by pass and reason",
+        )
         from smelt.compiler.cli import add_dump_arguments
 
         add_dump_arguments(arg_parser, smelt_opt=True)
@@ -90,6 +96,7 @@ class SmeltOptMain(xDSLOptMain):
         from smelt.compiler.cli import dump_options
         from smelt.compiler.driver import lower
         from smelt.compiler.instrument import Instrumentation
+        from smelt.passes import remarks
 
         options = dump_options(self.args)
         if self.args.print_between_passes:
@@ -100,11 +107,14 @@ class SmeltOptMain(xDSLOptMain):
                 module.verify()
 
         try:
-            lower(
-                prog, self.args.passes, verify,
-                Instrumentation(options, source=self._reread()),
-                passthrough=(DiagnosticException,),
-            )
+            with remarks.collect() as missed:
+                lower(
+                    prog, self.args.passes, verify,
+                    Instrumentation(options, source=self._reread()),
+                    passthrough=(DiagnosticException,),
+                )
+            if self.args.remarks:
+                print(remarks.format_grouped(missed), file=sys.stderr)
         except SmeltError as e:  # a pass refusing its input: a diagnostic
             if self.args.verify_diagnostics and not isinstance(e, InternalError):
                 raise DiagnosticException(str(e)) from None

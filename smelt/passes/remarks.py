@@ -21,13 +21,16 @@ their remarks apart.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
+from smelt.dialects import locations
+from smelt.dialects.program import is_main
 from smelt.passes.loop_nest import role
 
 
@@ -39,6 +42,7 @@ class Remark:
     function: str | None  # the enclosing func.func's name (a kernel)
     op: str  # the op's name, with its loop role where it has one
     reason: str
+    nodes: tuple[str, ...] = ()  # the ONNX nodes of the op, or of its kernel's calls
 
     def __str__(self) -> str:
         where = f"@{self.function} {self.op}" if self.function else self.op
@@ -53,7 +57,9 @@ def missed(pass_name: str, op: Operation, reason: str) -> None:
     inside `collect()`)."""
     sink = _SINK.get()
     if sink is not None:
-        sink.append(Remark(pass_name, _function_of(op), describe(op), reason))
+        function = _function_of(op)
+        nodes = _nodes_of(op, function)
+        sink.append(Remark(pass_name, function, describe(op), reason, nodes))
 
 
 @contextlib.contextmanager
@@ -78,3 +84,44 @@ def _function_of(op: Operation) -> str | None:
     while at is not None and not isinstance(at, func.FuncOp):
         at = at.parent_op()
     return at.sym_name.data if at is not None else None
+
+
+def _nodes_of(op: Operation, function: str | None) -> tuple[str, ...]:
+    """The ONNX nodes `op` computes: its own location's, else (loop ops have
+    none) those of @main's calls of its kernel."""
+    own = locations.names(op)
+    module = op.get_toplevel_object()
+    if own or function is None or not isinstance(module, ModuleOp):
+        return tuple(own)
+    found: list[str] = []
+    for main in module.ops:
+        if is_main(main):
+            for call in main.walk():
+                if (
+                    isinstance(call, func.CallOp)
+                    and call.callee.root_reference.data == function
+                ):
+                    found.extend(locations.names(call))
+    return tuple(dict.fromkeys(found))
+
+
+def format_grouped(remarks: Sequence[Remark], limit: int = 8) -> str:
+    """The remarks by pass and reason, most frequent first, each with where it
+    happened (kernel, op and ONNX nodes; the first `limit`, then how many more)."""
+    groups: dict[tuple[str, str], list[Remark]] = {}
+    for r in remarks:
+        groups.setdefault((r.pass_name, r.reason), []).append(r)
+    head = f"remarks: {len(remarks)} (why a pass left an op alone), by pass and reason:"
+    lines = [head]
+    for (pass_name, reason), items in sorted(groups.items(), key=lambda g: -len(g[1])):
+        lines.append(f"  {pass_name}: {reason} ({len(items)})")
+        for r in items[:limit]:
+            where = f"@{r.function} {r.op}" if r.function else r.op
+            more = f" (+{len(r.nodes) - 4} more)" if len(r.nodes) > 4 else ""
+            nodes = f"  [ONNX {', '.join(r.nodes[:4])}{more}]" if r.nodes else ""
+            lines.append(f"    {where}{nodes}")
+        if len(items) > limit:
+            lines.append(f"    (+{len(items) - limit} more)")
+    if not remarks:
+        lines.append("  none: no pass declined a rewrite it tried")
+    return "\n".join(lines)

@@ -281,7 +281,7 @@ def test_records_keep_the_remarks_of_declining_passes(encoder):
     record = evaluate(job, Candidate(1, (1,), (), BASE))
     said = record["remarks"]
     assert said and record["metrics"]["remarks"] == len(said)
-    assert {"pass_name", "function", "op", "reason"} == said[0].keys()
+    assert {"pass_name", "function", "op", "reason", "nodes"} == said[0].keys()
     assert "loop-vectorize" in {r["pass_name"] for r in said}
     assert all(r["function"] in record["kernel_hashes"] for r in said
                if r["pass_name"] == "loop-vectorize" and r["op"] != "builtin.module")

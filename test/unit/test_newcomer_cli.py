@@ -134,3 +134,18 @@ def test_report_says_when_its_pipeline_does_not_lower(conv_path, capsys):
     assert (
         "graph-level kernels [graph ops that make a kernel" in capsys.readouterr().out
     )
+
+
+# --- remarks ---------------------------------------------------------------------
+
+
+def test_run_remarks_print_why_passes_declined(conv_path, capsys):
+    assert cli.main(["run", conv_path, "-q", "--cpu", AVX2]) == 0
+    assert "remarks:" not in capsys.readouterr().out
+    assert cli.main(["run", conv_path, "-q", "--cpu", AVX2, "--remarks"]) == 0
+    out = capsys.readouterr().out
+    head = out[out.index("remarks: ") :]
+    count = int(re.match(r"remarks: (\d+) ", head).group(1))
+    groups = re.findall(r"^  (loop-[a-z-]+): (.+) \((\d+)\)$", head, re.MULTILINE)
+    assert count > 0 and groups
+    assert sum(int(n) for *_, n in groups) == count  # every remark in one group
