@@ -63,7 +63,7 @@ class _CannotRun(Exception):
 
 
 def _reference(module: ModuleOp, feeds: Mapping[str, np.ndarray]) -> dict:
-    from smelt.runtime.reference import run_graph
+    from smelt.reference.executor import run_graph
 
     return run_graph(module, feeds)
 

@@ -54,7 +54,7 @@ from smelt.frontend.onnx_values import (  # the handlers import these from here 
     numpy_type_of,
     shape_of,
 )
-from smelt.runtime import reference
+from smelt.reference import executor as reference
 from smelt.targets.memory import describe_limit, gib, resolve_limit
 
 def import_model(

@@ -27,7 +27,7 @@ class FoldConstantOp(RewritePattern):
         producers = [o.owner for o in op.operands]
         if not all(isinstance(p, graph.ConstantOp) for p in producers):
             return
-        from smelt.runtime.reference import evaluate
+        from smelt.reference.executor import evaluate
 
         if sum(dtypes.nbytes(r.type) for r in op.results) > self.max_bytes:
             return

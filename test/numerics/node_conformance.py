@@ -21,7 +21,7 @@ from onnx import numpy_helper
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import import_model
 from smelt.frontend.handlers import HANDLERS
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 
 
 @dataclass

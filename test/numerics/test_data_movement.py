@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from smelt.compiler.driver import lower
 from smelt.dialects import graph
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 
 
 def random_chain(rng: np.random.Generator, steps: int):

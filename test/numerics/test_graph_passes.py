@@ -23,7 +23,7 @@ from smelt.compiler.driver import lower
 from smelt.compiler.pipelines import GRAPH_OPT, GRAPH_OPT_NHWC, split
 from smelt.dialects import graph
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 
 TOL = 1e-5
 

@@ -15,7 +15,7 @@ from onnx import helper as h
 import smelt
 from smelt.dialects import graph as g
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -13,7 +13,7 @@ from onnx import helper as h
 import smelt
 from smelt.dialects import graph as g
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 from test_loop_op import (
     BOOL,
     F32,

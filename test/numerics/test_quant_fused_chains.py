@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import smelt
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 
 
 def run_reference(m, feeds: dict) -> dict:

@@ -209,7 +209,7 @@ def test_gru_activation_list_with_clip():
 def test_reference_kernel(op, options):
     """The reference executor (the constant folder and every pass's oracle)."""
     from smelt.frontend.onnx import import_model
-    from smelt.runtime.reference import run_graph
+    from smelt.reference.executor import run_graph
 
     model, feeds = recurrent_model(op, states=True, **options)
     compare(run_graph(import_model(model), feeds), run_onnxruntime(model, feeds))

@@ -30,7 +30,7 @@ from models import (
 )
 
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 
 TOL = 1e-4
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -145,7 +145,7 @@ import numpy as np, onnx
 sys.path.insert(0, sys.argv[1])
 from models import light_inputs, light_model_path, with_logits
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 model = with_logits(onnx.load(light_model_path("light_squeezenet")))
 explore_feeds = np.random.default_rng(0).standard_normal((1, 3, 224, 224))
 feeds = [light_inputs(model), {"data_0": explore_feeds.astype(np.float32)}]

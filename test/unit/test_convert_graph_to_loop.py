@@ -15,7 +15,7 @@ from smelt.dialects import dtypes, graph
 from smelt.lowering.convert_graph_to_loop import VOCABULARY, ConvertGraphToLoopPass
 from smelt.lowering.llvm.jit import compile_to_native
 from smelt.passes.graph_fuse import GraphFusePass
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 from smelt.universe import make_context
 
 RNG = np.random.default_rng(7)

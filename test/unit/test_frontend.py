@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light")
 

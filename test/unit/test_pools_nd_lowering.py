@@ -13,7 +13,7 @@ from test_convert_graph_to_loop import Graph, check, randn
 import smelt
 from smelt.dialects import graph
 from smelt.frontend.onnx import import_model
-from smelt.runtime.reference import run_graph
+from smelt.reference.executor import run_graph
 
 RNG = np.random.default_rng(11)
 WINDOW = ("kernel_shape", "strides", "pads", "dilations", "ceil_mode")

@@ -14,9 +14,9 @@ from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import import_model
-from smelt.runtime import reference
-from smelt.runtime.reference import evaluate, run_graph
-from smelt.runtime.kernels import ALL_KERNELS
+from smelt.reference import executor as reference
+from smelt.reference.executor import evaluate, run_graph
+from smelt.reference.kernels import ALL_KERNELS
 
 RNG = np.random.default_rng(0)
 
@@ -348,7 +348,7 @@ def test_bf16_reduce_max_of_negative_values():
 
     from smelt.dialects import dtypes
     from smelt.dialects import graph as g
-    from smelt.runtime.reference import evaluate
+    from smelt.reference.executor import evaluate
 
     x = np.array([[-np.inf, -3.0], [-np.inf, -np.inf]], ml_dtypes.bfloat16)
     block = Block(arg_types=[g.tensor(dtypes.bf16, [2, 2])])

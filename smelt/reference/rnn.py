@@ -8,10 +8,10 @@ from collections.abc import Callable
 import numpy as np
 
 from smelt.dialects import graph as g
-from smelt.runtime.reference import widened
+from smelt.reference.executor import widened
 from smelt.registry import Table
 
-KERNELS = Table()  # listed in runtime/kernels.py
+KERNELS = Table()  # listed in reference/kernels.py
 kernel = KERNELS.register
 
 Fn = Callable[[np.ndarray], np.ndarray]

@@ -1,5 +1,5 @@
 """Reference kernels of the graph dialect's neural-network ops: normalizations,
-convolution, pooling and contractions (listed in `runtime/kernels.py`).
+convolution, pooling and contractions (listed in `reference/kernels.py`).
 
 Convolution is im2col (a strided window view, one copy) and a batched matmul per
 group; pools reduce a window view; nothing loops in Python per element.
@@ -21,9 +21,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.registry import Table
-from smelt.runtime.reference import lowest, result_shape
+from smelt.reference.executor import lowest, result_shape
 
-KERNELS = Table()  # listed in runtime/kernels.py
+KERNELS = Table()  # listed in reference/kernels.py
 kernel = KERNELS.register
 
 # --- normalizations ------------------------------------------------------------

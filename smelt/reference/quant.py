@@ -11,7 +11,7 @@ from smelt.dialects.quant_gemm import Im2ColOp, QGemmOp, im2col
 from smelt.dialects.quant_gemm import reference as qgemm_reference
 from smelt.registry import Table
 
-KERNELS = Table()  # listed in runtime/kernels.py
+KERNELS = Table()  # listed in reference/kernels.py
 kernel = KERNELS.register
 
 

@@ -4,7 +4,7 @@ checked against, and the evaluator behind constant folding.
 `evaluate(op, args)` runs one graph op with ONNX semantics; `run_graph(module,
 inputs)` runs `@main` of a graph-level module. Each result has exactly its op's
 result type (dtype and shape); float32 ops compute in float32, but for
-contractions, which accumulate in float64 (`reference_nn.contract`).
+contractions, which accumulate in float64 (`smelt.reference.nn.contract`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from smelt.errors import SmeltError
 from smelt.registry import Table
 
 Kernel = Callable[[g.GraphOp, list[np.ndarray]], "np.ndarray | list[np.ndarray]"]
-KERNELS = Table()  # this module's kernels; `runtime/kernels.py` lists them all
+KERNELS = Table()  # this module's kernels; `reference/kernels.py` lists them all
 kernel = KERNELS.register
 
 
@@ -31,7 +31,7 @@ def evaluate(op: Operation, args: list[np.ndarray]) -> list[np.ndarray]:
     """The results of graph op `op` (a `graph.fused` too) applied to `args`."""
     if isinstance(op, g.FusedOp):
         return run_block(op.body.block, args)
-    from smelt.runtime.kernels import ALL_KERNELS  # (it imports this module)
+    from smelt.reference.kernels import ALL_KERNELS  # (it imports this module)
 
     fn = ALL_KERNELS.get(type(op))  # type: ignore[arg-type]
     if fn is None:

@@ -1,5 +1,5 @@
 """Reference kernel of `graph.loop`: the body region run once per iteration by the
-reference executor itself (listed in `runtime/kernels.py`)."""
+reference executor itself (listed in `reference/kernels.py`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.registry import Table
 
-KERNELS = Table()  # listed in runtime/kernels.py
+KERNELS = Table()  # listed in reference/kernels.py
 kernel = KERNELS.register
 
 
 @kernel(g.LoopOp)
 def _loop(op: g.LoopOp, args: list[np.ndarray]) -> list[np.ndarray]:
-    from smelt.runtime.reference import run_block  # (it imports the kernel tables)
+    from smelt.reference.executor import run_block  # (it imports the kernel tables)
 
     n = op.n_carried
     carried, invariants = list(args[:n]), list(args[n:])

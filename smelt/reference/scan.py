@@ -1,15 +1,15 @@
 """Reference kernels of the graph dialect's axis sweeps: arg-reductions, cumulative
-sums and products, top-k (listed in `runtime/kernels.py`)."""
+sums and products, top-k (listed in `reference/kernels.py`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from smelt.dialects import graph as g
-from smelt.runtime.reference import widened
+from smelt.reference.executor import widened
 from smelt.registry import Table
 
-KERNELS = Table()  # listed in runtime/kernels.py
+KERNELS = Table()  # listed in reference/kernels.py
 kernel = KERNELS.register
 
 

@@ -14,7 +14,7 @@ from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.registry import Table
 
-KERNELS = Table()  # listed in runtime/kernels.py
+KERNELS = Table()  # listed in reference/kernels.py
 kernel = KERNELS.register
 
 _UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
