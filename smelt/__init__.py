@@ -8,8 +8,7 @@ from smelt.errors import (
     SmeltError,
     UnsupportedModel,
 )
-
-__version__ = "0.1.0"
+from smelt.version import __version__
 
 
 def compile(model, target: str = "cpu", **options):
@@ -52,6 +51,7 @@ __all__ = [
     "ResourceLimit",
     "SmeltError",
     "UnsupportedModel",
+    "__version__",
     "compile",
     "load",
     "quantize",

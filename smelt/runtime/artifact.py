@@ -70,7 +70,7 @@ SUFFIX = ".smelt"
 
 
 def smelt_version() -> str:
-    from smelt import __version__
+    from smelt.version import __version__
 
     return __version__
 
