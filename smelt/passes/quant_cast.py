@@ -92,7 +92,9 @@ class QuantCastPass(ModulePass):
         if self.contractions is None and self.to == "bf16":
             from smelt.lowering.lower_matmul_bf16 import has_fast_path
 
-            return not has_fast_path(op)
+            # only matmul / gemm have the bf16 GEMM path (a conv has no lhs / rhs)
+            fast = isinstance(op, graph.MatMulOp | graph.GemmOp) and has_fast_path(op)
+            return not fast
         return True
 
 
