@@ -23,52 +23,21 @@ from collections.abc import Callable
 
 import numpy as np
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Operation, SSAValue
 
-from smelt.dialects import dtypes, graph, loop, target
+from smelt.dialects import dtypes, graph, loop
 from smelt.errors import SmeltError
 from smelt.lowering import lower_matmul
 from smelt.lowering.kernel_io import Anchor, KernelIO
-from smelt.lowering.llvm.bf16_gemm import FEATURE, NR, pack_b
+from smelt.lowering.llvm.bf16_gemm import NR, pack_b
 from smelt.lowering.llvm.emit_bf16_gemm import CALLEE, units
 from smelt.lowering.loop_builder import Index, KernelBuilder
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.loop_nests import broadcast_index
 from smelt.lowering.scalar_ops import Arith, memref_type
-from smelt.targets.cpu_spec import CpuSpec
-
-
-def has_fast_path(op: Operation) -> bool:
-    """Whether `op` is a matmul / gemm this file lowers once its operands are
-    bf16, on a CPU target with avx512bf16: a gemm without trans_a and with a
-    constant B, or a matmul of a rank >= 2 A by a 2-D B, or by a B with A's own
-    batch dims. quant-cast asks it too."""
-    if not _target_has_bf16(op):
-        return False
-    return _plan(op) is not None and (
-        not isinstance(op, graph.GemmOp) or isinstance(op.rhs.owner, graph.ConstantOp)
-    )
-
-
-def _plan(op: Operation) -> tuple[int, int] | None:
-    """(G, M): the GEMM count and rows of `op` on this path, or None."""
-    ls, rs = graph.shape_of(op.lhs), graph.shape_of(op.rhs)
-    if isinstance(op, graph.GemmOp):
-        return None if op.attr("trans_a") else (1, ls[0])
-    if not isinstance(op, graph.MatMulOp) or len(ls) < 2 or len(rs) < 2:
-        return None
-    if len(rs) == 2:
-        return 1, int(np.prod(ls[:-1]))
-    if ls[:-2] != rs[:-2]:
-        return None
-    return int(np.prod(ls[:-2])), ls[-2]
-
-
-def _target_has_bf16(op: Operation) -> bool:
-    module = op.get_toplevel_object()
-    attr = target.cpu_target(module) if isinstance(module, ModuleOp) else None
-    return attr is not None and CpuSpec.from_attr(attr).has(FEATURE)
+from smelt.targets.bf16_path import gemm_plan as _plan
+from smelt.targets.bf16_path import target_has_bf16 as _target_has_bf16
 
 
 def _bf16(op: Operation) -> bool:

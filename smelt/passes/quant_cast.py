@@ -90,7 +90,7 @@ class QuantCastPass(ModulePass):
         if op.ANCHOR != "contraction" or self.contractions:
             return False
         if self.contractions is None and self.to == "bf16":
-            from smelt.lowering.lower_matmul_bf16 import has_fast_path
+            from smelt.targets.bf16_path import has_fast_path
 
             # only matmul / gemm have the bf16 GEMM path (a conv has no lhs / rhs)
             fast = isinstance(op, graph.MatMulOp | graph.GemmOp) and has_fast_path(op)

@@ -28,10 +28,10 @@ import ml_dtypes
 import numpy as np
 
 from smelt.errors import SmeltError
+from smelt.targets.bf16_path import FEATURE
 from smelt.targets.cpu_spec import CpuSpec, host
 
 NR = 32  # columns per micro-tile: two zmm of 16 f32
-FEATURE = "avx512bf16"
 
 
 def supported(spec: CpuSpec | None = None) -> bool:
