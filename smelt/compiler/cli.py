@@ -209,11 +209,12 @@ def one_line(error: Exception) -> str:
 
 
 def cmd_aot(args: argparse.Namespace) -> int:
+    from smelt.compiler.triton_kernels import model_kernels
     from smelt.lowering.triton import aot
 
     arch = aot.parse_arch(args.arch)
     path = resolve_model(args.model)
-    kernels = aot.model_kernels(path, args.level, parse_shapes(args.input_shape))
+    kernels = model_kernels(path, args.level, parse_shapes(args.input_shape))
     if args.output:
         written = aot.write_sources(kernels, args.output, os.path.basename(path)[:-5])
         print(f"wrote {written}")

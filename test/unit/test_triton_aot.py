@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("triton")
 
 from smelt.compiler.cli import main as smelt_main
+from smelt.compiler.triton_kernels import model_kernels
 from smelt.lowering.triton import aot
 from smelt.lowering.triton.source import module_kernels
 
@@ -63,7 +64,7 @@ def _kernels(src: str) -> list:
 
 
 def _model_kernels(model) -> list:
-    return [k for fns in aot.model_kernels(model).values() for k in fns]
+    return [k for fns in model_kernels(model).values() for k in fns]
 
 
 def _check(results: list[aot.CompiledKernel]) -> None:

@@ -177,17 +177,6 @@ def format_table(rows: list[CompiledKernel], arch: int) -> str:
     return "\n".join(lines)
 
 
-def model_kernels(model, level: str = "O2", input_shapes: dict | None = None):
-    """Loop kernel name -> Triton functions of an ONNX model (gpu preset)."""
-    from smelt.compiler import pipelines
-    from smelt.compiler.driver import import_graph, lower
-    from smelt.lowering.triton.source import module_kernels
-
-    module = import_graph(model, input_shapes or {})
-    lower(module, pipelines.preset("gpu", level))
-    return module_kernels(module)
-
-
 def write_sources(
     kernels: dict[str, list[TritonKernel]], directory: str, name: str
 ) -> str:
