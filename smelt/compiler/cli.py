@@ -163,7 +163,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.profile:
         print_profile(model, feeds, args.profile)
     if args.check:
+        from smelt.compiler.check_quant import check_in_steps, quantized_model
+
         tolerance, why = check_tolerance(args.tolerance, args.precision)
+        quantized = quantized_model(source)
+        if quantized is not None:  # in output steps, against an exact int8 oracle
+            return check_in_steps(
+                source, quantized, feeds, outputs, args.tolerance,
+                check_tolerance(None, args.precision), constants,
+            )  # fmt: skip
         return check_against_onnxruntime(
             source, feeds, outputs, tolerance, constants, why
         )
@@ -318,7 +326,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--tolerance", type=float,
                      help="--check's bound on max |smelt - onnxruntime| / max "
                      "|onnxruntime| (default by --precision: f32 1e-4, bf16 2^-4 "
-                     "= 0.0625, f16 2^-7 = 0.0078)")
+                     "= 0.0625, f16 2^-7 = 0.0078); on a quantized (QDQ) model, "
+                     "in output quantization steps (default 1)")
     run.add_argument("--no-check-model", action="store_true",
                      help="skip onnx's full checker (it refuses a few valid models)")
     run.add_argument("--profile", type=non_negative, default=0, metavar="RUNS",

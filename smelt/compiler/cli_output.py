@@ -83,6 +83,48 @@ def check_tolerance(given: float | None, precision: str) -> tuple[float, str]:
     return CHECK_TOLERANCE[precision], TOLERANCE_WHY[precision]
 
 
+def oracle_feeds(source, feeds: dict, constants: dict | None) -> dict:
+    """`feeds` plus the inputs smelt compiled in as constants (--constant), as
+    arrays for an oracle that runs the model as written."""
+    feeds = dict(feeds)
+    if constants:
+        from smelt.frontend.onnx_constants import constant_array
+
+        for info in _graph_inputs(source):
+            if info.name in constants:
+                feeds[info.name] = constant_array(info, constants[info.name])
+    return feeds
+
+
+def onnxruntime_outputs(
+    source, feeds: dict, constants: dict | None = None, optimized: bool = True
+) -> dict[str, np.ndarray]:
+    """onnxruntime's outputs of the model at `source` (a path or its bytes) by
+    name: its default run, or (`optimized` False) the graph as written."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise SmeltError("--check needs onnxruntime: pip install onnxruntime") from None
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    got = session.run(names, oracle_feeds(source, feeds, constants))
+    return dict(zip(names, got))
+
+
+def same_kind(name: str, value: np.ndarray, ref: np.ndarray) -> bool:
+    """Whether smelt's output `name` has the oracle's shape and dtype; prints how
+    they differ when not."""
+    if value.shape == ref.shape and value.dtype == ref.dtype:
+        return True
+    print(f"  vs onnxruntime {name}: smelt gave {value.dtype}{list(value.shape)}"
+          f", onnxruntime {ref.dtype}{list(ref.shape)}")
+    return False
+
+
 def check_against_onnxruntime(
     path,
     feeds,
@@ -91,28 +133,13 @@ def check_against_onnxruntime(
     constants: dict | None = None,
     why: str = "",
 ) -> int:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise SmeltError("--check needs onnxruntime: pip install onnxruntime") from None
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    feeds = dict(feeds)
-    if constants:  # fed to onnxruntime as the values smelt compiled in
-        from smelt.frontend.onnx_constants import constant_array
-
-        for info in _graph_inputs(path):
-            if info.name in constants:
-                feeds[info.name] = constant_array(info, constants[info.name])
-    expected = dict(zip(names, session.run(names, feeds)))
+    """--check of a float model: max |smelt - onnxruntime| / max |onnxruntime| per
+    output within `tolerance` (a quantized model: compiler/check_quant.py)."""
+    expected = onnxruntime_outputs(path, feeds, constants)
     worst, mismatched = 0.0, False
     for name, value in outputs.items():
         ref = np.asarray(expected[name])
-        if value.shape != ref.shape or value.dtype != ref.dtype:
-            print(f"  vs onnxruntime {name}: smelt gave {value.dtype}{list(value.shape)}"
-                  f", onnxruntime {ref.dtype}{list(ref.shape)}")
+        if not same_kind(name, value, ref):
             mismatched = True
             continue
         scale = max(float(np.max(np.abs(ref))), 1e-30) if ref.size else 1.0
