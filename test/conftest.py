@@ -40,8 +40,9 @@ if _AS:
                 "choose a CPU whose features it has"
             )
         features = type(real)() if hasattr(real, "flatten") else {}
-        for name in real:
-            features[name] = name in spec
+        for name in real:  # features smelt reads follow NAME, the rest the CPU
+            known = name in _cpu_spec.KNOWN_FEATURES
+            features[name] = name in spec if known else real[name]
         return features
 
     _cpu_spec.host.cache_clear()
