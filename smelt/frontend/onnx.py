@@ -300,7 +300,8 @@ class _Importer(NestedScopes):
     ) -> None:
         opset = opset or self.opset
         label = node_label(node, index)
-        handler = handlers.get(node.op_type) if node.domain in DEFAULT_DOMAINS else None
+        domain = "" if node.domain in DEFAULT_DOMAINS else f"{node.domain}::"
+        handler = handlers.get(domain + node.op_type)  # com.microsoft::FusedMatMul
         outputs: list = [_POISON] * len(node.output)
         outer, self.location = self.location, locations.node(node.name or label)
         try:
