@@ -84,7 +84,8 @@ class LoopVectorizer(VectorLegality):
             dead_ops = (*reversed(loops), *reversed(self.combined), *reversed(self.pre))
             for dead in (*dead_ops, *reversed(neutrals)):
                 dead.drop_all_references()
-            raise Refused(f"vector form does not verify: {e}") from e
+            why = " ".join(str(e).split())  # one line: a remark is one line
+            raise Refused(f"vector form does not verify: {why}") from e
         parent = op.parent_block()
         assert parent is not None
         parent.insert_ops_before([*neutrals, *self.pre, *self.between(loops)], op)

@@ -119,7 +119,11 @@ class InterleaveCopy:
         ):
             raise NotInterleave("buffers are not contiguous or rows are not g long")
         i, j = inner.iv, outer.iv
-        varying = {i, j}
+        varying = {i, j}  # and every index computed from them (j·j is not affine)
+        for body in (outer.body.block, inner.body.block):
+            for op in body.ops:
+                if op is not inner and any(v in varying for v in op.operands):
+                    varying.update(op.results)
         memo: dict[SSAValue, Affine | None] = {}
         ins = [affine_form(x, varying, memo) for x in load.indices]
         outs = [affine_form(x, varying, memo) for x in store.indices]

@@ -74,7 +74,7 @@ class VectorLegality:
         forms: dict[SSAValue, Affine | None] = {}
         for inner in self.block.ops:
             if inner.regions:
-                raise Refused("not an innermost loop")
+                raise Refused(f"not an innermost loop: {inner.name} holds a region")
             if isinstance(inner, loop.YieldOp):
                 continue
             if isinstance(inner, memref.LoadOp | memref.StoreOp):
