@@ -162,6 +162,9 @@ def runtime_stage(build: Build) -> None:
     options = build.options
     build.stats = summary(build.module)  # after the deferred loop passes
     build.stats["arena_bytes"] = build.program.arena_bytes  # what the runtime takes
+    # the kernels scheduled and compiled: calls of equal kernels share one
+    # (loop-dedup-kernels), so this can be fewer than stats["kernels"], the calls
+    build.stats["distinct_kernels"] = sum(1 for op in build.module.ops if is_kernel(op))
     info = {
         "pipeline": build.spec, "target": options.target, "seconds": build.seconds,
         "options": options, "stats": build.stats,
