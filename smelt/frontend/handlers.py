@@ -5,6 +5,8 @@ handler are expanded from onnx's function bodies (`onnx_functions`)."""
 from __future__ import annotations
 
 from smelt.frontend import (
+    onnx_contrib,
+    onnx_contrib_attention,
     onnx_control,
     onnx_conv_transpose,
     onnx_deform_conv,
@@ -41,4 +43,6 @@ HANDLERS = merge(
     onnx_rnn.HANDLERS,  # LSTM, GRU, RNN
     onnx_quant.HANDLERS,  # QDQ and QOperator ops
     onnx_control.HANDLERS,  # If, Loop, Scan (folded or unrolled at import)
+    onnx_contrib.HANDLERS,  # com.microsoft: FusedMatMul, Gelus, SkipLayerNorm
+    onnx_contrib_attention.HANDLERS,  # com.microsoft Attention
 )

@@ -1,0 +1,154 @@
+"""com.microsoft Attention (the fused self-attention of onnxruntime's BERT
+optimizer) as graph ops: one projection matmul for Q, K and V, per-head
+scores Q @ K^T * scale, plus the mask as onnxruntime builds it (0 where a key
+is kept, `mask_filter_value` where it is masked, that value added again above
+the diagonal when unidirectional) and an attention bias, a softmax over the
+keys and the weighted sum of V, heads merged back.
+
+Mask formats: none, 1-D key lengths (B) or end and start positions (2B), 2-D
+(B, T) and 3-D (B, S, T) 0/1 masks. Not supported (refused naming the node): the
+past / present key-value cache, the 4-D Megatron mask, rotary embeddings."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from smelt.dialects import graph as g
+from smelt.frontend.onnx import NodeContext, Value, numpy_type_of, shape_of
+from smelt.frontend.onnx_arith import Arith
+from smelt.frontend.onnx_contrib import MS, float_input, refuse_attrs, refuse_outputs
+from smelt.registry import Table
+
+HANDLERS = Table()  # listed in frontend/handlers.py
+
+
+def handles(*ops: str):
+    return HANDLERS.register(*(MS + op for op in ops))
+
+
+PAST, MASK, ATTENTION_BIAS, PAST_LENGTH = 4, 3, 5, 6
+
+
+def _slice_last(ctx: NodeContext, x: Value, start: int, end: int) -> Value:
+    shape = shape_of(x)
+    starts = [0] * (len(shape) - 1) + [start]
+    ends = [*shape[:-1], end]
+    return ctx.emit(g.SliceOp, [x], starts=starts, ends=ends, steps=[1] * len(shape))[0]
+
+
+def _heads(ctx: NodeContext, x: Value, heads: int, perm: list[int]) -> Value:
+    """(B, S, N * h) -> (B, N, S, h) (perm [0, 2, 1, 3]) or (B, N, h, S)."""
+    b, s, width = shape_of(x)
+    x = ctx.reshape(x, (b, s, heads, width // heads))
+    return ctx.emit(g.TransposeOp, [x], perm=perm)[0]
+
+
+def _sizes(ctx: NodeContext, weights: Value, heads: int) -> tuple[int, int, int]:
+    """The Q, K and V hidden sizes (qkv_hidden_sizes, or the weights' width / 3)."""
+    width = shape_of(weights)[1]
+    sizes = ctx.attr("qkv_hidden_sizes")
+    if sizes is None:
+        if width % 3:
+            raise ctx.invalid(f"its weights are {width} wide; that is not 3 x hidden")
+        sizes = [width // 3] * 3
+    sizes = [int(s) for s in sizes]
+    if len(sizes) != 3 or sum(sizes) != width or sizes[0] != sizes[1]:
+        raise ctx.invalid(
+            f"attribute 'qkv_hidden_sizes' is {sizes}; it must be three sizes, Q's "
+            f"equal to K's, that add up to the weights' width {width}"
+        )
+    if any(s % heads for s in sizes):
+        raise ctx.invalid(
+            f"the hidden sizes {sizes} must be multiples of num_heads = {heads}"
+        )
+    return sizes[0], sizes[1], sizes[2]
+
+
+def _key_mask(ctx: NodeContext, m: Arith, batch: int, seq: int) -> Value | None:
+    """The additive mask of input 3, shaped to broadcast against the scores
+    (B, N, S, T): 0 where a key is kept, mask_filter_value where it is masked."""
+    mask = ctx.input(MASK)
+    if mask is None:
+        return None
+    fill = float(ctx.attr("mask_filter_value", -10000.0))
+    shape = tuple(shape_of(mask))
+    if numpy_type_of(mask) != np.int32:
+        raise ctx.invalid(f"its mask_index is {numpy_type_of(mask)}; it must be int32")
+    keys = m.const(np.arange(seq, dtype=np.int32).reshape(1, seq), np.int32)
+    if shape in ((batch,), (2 * batch,)):
+        ends = ctx.reshape(_slice_last(ctx, mask, 0, batch), (batch, 1))
+        masked = m.op(g.NotOp, m.less(keys, ends))  # key index >= its row's end
+        if shape == (2 * batch,):
+            starts = ctx.reshape(_slice_last(ctx, mask, batch, 2 * batch), (batch, 1))
+            masked = m.either(masked, m.less(keys, starts))
+        return ctx.reshape(m.where(masked, fill, 0.0), (batch, 1, 1, seq))
+    if shape == (batch, seq):
+        kept = m.greater(mask, m.const(0, np.int32))
+        return ctx.reshape(m.where(kept, 0.0, fill), (batch, 1, 1, seq))
+    if len(shape) == 3 and shape == (batch, shape[1], seq):
+        kept = m.greater(mask, m.const(0, np.int32))
+        return ctx.reshape(m.where(kept, 0.0, fill), (batch, 1, shape[1], seq))
+    raise ctx.unsupported(
+        f"a mask_index of shape {list(shape)} is not supported (smelt imports "
+        f"({batch},), ({2 * batch},), ({batch}, {seq}) and ({batch}, S, {seq}) masks; "
+        "not the 4-D Megatron one)"
+    )
+
+
+@handles("Attention")
+def _attention(ctx: NodeContext) -> list[Value]:
+    x, weights = ctx.inputs[:2]
+    dtype = float_input(ctx, x)
+    m = Arith(ctx, dtype)
+    for i, what in ((PAST, "past"), (PAST_LENGTH, "past_sequence_length")):
+        if ctx.input(i) is not None:
+            raise ctx.unsupported(
+                f"input {i} ({what}: a key-value cache) is not supported"
+            )
+    refuse_outputs(ctx, range(1, 2), "present: a key-value cache")
+    refuse_attrs(ctx, {"unidirectional": (0, 1), "do_rotary": (0,),
+                       "past_present_share_buffer": (0,)})  # fmt: skip
+    heads = int(ctx.attr("num_heads", 0))
+    if heads < 1:
+        raise ctx.invalid(f"attribute 'num_heads' is {heads}; it must be positive")
+    shape = shape_of(x)
+    if len(shape) != 3 or len(shape_of(weights)) != 2:
+        raise ctx.invalid(
+            f"its input {list(shape)} and weights {list(shape_of(weights))} must "
+            "be (batch, sequence, input hidden) and (input hidden, Q+K+V hidden)"
+        )
+    batch, seq, _ = shape
+    q_size, k_size, v_size = _sizes(ctx, weights, heads)
+    qkv = ctx.emit(g.MatMulOp, [x, weights])[0]
+    bias = ctx.input(2)
+    if bias is not None:
+        if tuple(shape_of(bias)) != (q_size + k_size + v_size,):
+            raise ctx.invalid(
+                f"its bias has shape {list(shape_of(bias))}; it must be "
+                f"[{q_size + k_size + v_size}]"
+            )
+        qkv = m.add(qkv, bias)
+    q = _heads(ctx, _slice_last(ctx, qkv, 0, q_size), heads, [0, 2, 1, 3])
+    k = _heads(ctx, _slice_last(ctx, qkv, q_size, q_size + k_size), heads,
+               [0, 2, 3, 1])  # fmt: skip
+    v = _heads(ctx, _slice_last(ctx, qkv, q_size + k_size, q_size + k_size + v_size),
+               heads, [0, 2, 1, 3])  # fmt: skip
+    scale = ctx.attr("scale")
+    scale = float(scale) if scale else 1.0 / math.sqrt(q_size // heads)
+    scores = m.mul(ctx.emit(g.MatMulOp, [q, k])[0], scale)  # (B, N, S, T)
+    mask = _key_mask(ctx, m, batch, seq)
+    if ctx.attr("unidirectional", 0):
+        fill = float(ctx.attr("mask_filter_value", -10000.0))
+        above = np.triu(np.full((seq, seq), fill, dtype), k=1)
+        mask = m.const(above) if mask is None else m.add(mask, above)
+    if mask is not None:
+        scores = m.add(scores, mask)
+    attention_bias = ctx.input(ATTENTION_BIAS)
+    if attention_bias is not None:
+        scores = m.add(scores, attention_bias)
+    probs = ctx.emit(g.SoftmaxOp, [scores], axis=3)[0]
+    out = ctx.emit(g.MatMulOp, [probs, v])[0]  # (B, N, S, hv)
+    out = ctx.emit(g.TransposeOp, [out], perm=[0, 2, 1, 3])[0]
+    return [ctx.reshape(out, (batch, seq, v_size))]

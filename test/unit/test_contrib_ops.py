@@ -1,0 +1,225 @@
+"""onnxruntime's com.microsoft contrib ops (the ones its optimizer writes),
+imported as graph ops, compiled for the CPU and checked against onnxruntime's
+own contrib kernels. Fixed seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import smelt
+from smelt.errors import InvalidModel, UnsupportedModel
+
+MS = "com.microsoft"
+RNG = np.random.default_rng(0)
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def rand(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def contrib_model(
+    op: str,
+    inputs: dict[str, np.ndarray],
+    initializers: dict[str, np.ndarray] | None = None,
+    outputs: int | list[str] = 1,
+    order: list[str] | None = None,
+    **attrs,
+) -> onnx.ModelProto:
+    """One com.microsoft node: `inputs` are graph inputs, `initializers`
+    constants, its inputs named by `order` (default: both, in that order; ""
+    for an absent one); `outputs` counts its outputs or names them ("" absent)."""
+    initializers = initializers or {}
+    names = order if order is not None else [*inputs, *initializers]
+    outs = [f"y{i}" for i in range(outputs)] if isinstance(outputs, int) else outputs
+    node = helper.make_node(op, names, outs, domain=MS, **attrs)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info(
+                k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape
+            )
+            for k, v in inputs.items()
+        ],
+        [onnx.ValueInfoProto(name=o) for o in outs if o],
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+    )
+
+
+def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)
+
+
+def check(model: onnx.ModelProto, feeds: dict, tol=TOL) -> dict:
+    want = ort_run(model, feeds)
+    compiled = smelt.compile(model, "cpu")
+    got = compiled.run(feeds)
+    for name, expected in zip(compiled.output_names, want, strict=True):
+        assert got[name].shape == expected.shape, name
+        assert got[name].dtype == expected.dtype, name
+        np.testing.assert_allclose(got[name], expected, err_msg=name, **tol)
+    return got
+
+
+# ----- FusedMatMul -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "a, b, attrs",
+    [
+        ((3, 4), (4, 5), dict(alpha=0.5)),
+        ((2, 4, 3), (2, 5, 4), dict(transA=1, transB=1, alpha=2.0)),
+        ((2, 3, 4), (4, 5), dict(transA=0)),
+        ((3, 2, 4), (2, 4, 5), dict(transBatchA=1)),  # A: [M, batch, K]
+        ((2, 3, 4), (5, 2, 4), dict(transBatchB=1, transB=1)),  # B: [N, batch, K]
+        ((4, 2, 3), (4, 2, 5), dict(transBatchA=1, transA=1, transBatchB=1)),
+        ((3, 2, 6, 4), (2, 6, 4, 5), dict(transBatchA=1, alpha=-1.5)),
+    ],
+)
+def test_fused_matmul(a, b, attrs):
+    m = contrib_model("FusedMatMul", {"a": rand(*a), "b": rand(*b)}, **attrs)
+    check(m, {"a": rand(*a), "b": rand(*b)})
+
+
+def test_fused_matmul_batch_transpose_needs_one_rank_as_in_onnxruntime():
+    m = contrib_model("FusedMatMul", {"a": rand(3, 2, 4), "b": rand(4, 5)},
+                      transBatchA=1)  # fmt: skip
+    feeds = {"a": rand(3, 2, 4), "b": rand(4, 5)}
+    with pytest.raises(Exception, match="same rank"):
+        ort_run(m, feeds)
+    with pytest.raises(InvalidModel, match="FusedMatMul#0: transBatchA"):
+        smelt.compile(m, "cpu")
+
+
+# ----- Gelu family -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["Gelu", "FastGelu"])
+def test_gelu_without_bias(op):
+    x = rand(2, 5, 16, scale=3.0)
+    check(contrib_model(op, {"x": x}), {"x": x})
+
+
+@pytest.mark.parametrize("op", ["BiasGelu", "FastGelu"])
+def test_gelu_with_bias(op):
+    x = rand(2, 5, 16, scale=3.0)
+    m = contrib_model(op, {"x": x}, {"bias": rand(16)})
+    check(m, {"x": x})
+
+
+def test_bias_gelu_with_a_computed_bias():
+    x, bias = rand(3, 8, scale=2.0), rand(8)
+    check(contrib_model("BiasGelu", {"x": x, "bias": bias}), {"x": x, "bias": bias})
+
+
+# ----- SkipLayerNormalization ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "skip_shape, with_beta, with_bias, outputs",
+    [
+        ((2, 5, 16), True, False, 1),
+        ((2, 5, 16), True, True, 1),
+        ((2, 5, 16), False, False, 1),
+        ((5, 16), True, True, 1),  # a skip broadcast over the batch
+        ((2, 5, 16), True, True, ["y0", "", "", "sum"]),  # the sum as output 3
+        ((2, 5, 16), True, False, 4),  # mean and 1 / std too
+    ],
+)
+def test_skip_layer_norm(skip_shape, with_beta, with_bias, outputs):
+    x, skip = rand(2, 5, 16), rand(*skip_shape)
+    weights = {"gamma": rand(16)}
+    order = ["x", "skip", "gamma"]
+    if with_beta:
+        weights["beta"] = rand(16)
+    if with_bias:
+        weights["bias"] = rand(16)
+        order += ["beta" if with_beta else "", "bias"]
+    elif with_beta:
+        order.append("beta")
+    m = contrib_model("SkipLayerNormalization", {"x": x, "skip": skip}, weights,
+                      outputs=outputs, order=order, epsilon=1e-5)  # fmt: skip
+    check(m, {"x": x, "skip": skip})
+
+
+def test_skip_simplified_layer_norm():
+    x, skip = rand(2, 5, 16), rand(2, 5, 16)
+    m = contrib_model("SkipSimplifiedLayerNormalization", {"x": x, "skip": skip},
+                      {"gamma": rand(16), "bias": rand(16)},
+                      outputs=["y0", "", "inv_rms", "sum"], epsilon=1e-6)  # fmt: skip
+    check(m, {"x": x, "skip": skip})
+
+
+# ----- Attention -------------------------------------------------------------
+
+
+def _attention(batch=2, seq=6, hidden=16, heads=4, mask=None, sizes=None, **attrs):
+    x = rand(batch, seq, hidden)
+    width = sum(sizes) if sizes else 3 * hidden
+    weights = {"w": rand(hidden, width, scale=0.3), "bias": rand(width)}
+    inputs = {"x": x}
+    order = ["x", "w", "bias"]
+    if mask is not None:
+        inputs["mask"] = mask
+        order.append("mask")
+    if sizes:
+        attrs["qkv_hidden_sizes"] = sizes
+    m = contrib_model("Attention", inputs, weights, order=order, num_heads=heads,
+                      **attrs)  # fmt: skip
+    return m, inputs
+
+
+LENGTHS = np.array([6, 3], np.int32)
+
+
+@pytest.mark.parametrize(
+    "mask, attrs",
+    [
+        (None, {}),
+        (LENGTHS, {}),  # key lengths
+        (np.array([5, 4, 1, 0], np.int32), {}),  # ends, then starts
+        (np.array([[1, 1, 1, 1, 0, 0], [1, 0, 1, 1, 1, 1]], np.int32), {}),
+        (RNG.integers(0, 2, (2, 6, 6)).astype(np.int32), {}),  # (B, S, T)
+        (LENGTHS, dict(unidirectional=1)),
+        (None, dict(unidirectional=1, scale=0.3)),
+        (LENGTHS, dict(mask_filter_value=-1e4 * 3)),
+    ],
+)
+def test_attention(mask, attrs):
+    m, feeds = _attention(mask=mask, **attrs)
+    check(m, feeds)
+
+
+def test_attention_with_qkv_hidden_sizes():
+    m, feeds = _attention(sizes=[16, 16, 8])
+    check(m, feeds)
+
+
+def test_attention_refuses_a_key_value_cache_naming_the_node():
+    m, feeds = _attention()
+    past = helper.make_tensor_value_info("past", TensorProto.FLOAT, [2, 2, 4, 0, 4])
+    m.graph.input.append(past)
+    node = m.graph.node[0]
+    node.name = "self_attn"
+    node.input.extend(["", "past"])
+    with pytest.raises(UnsupportedModel, match=r"Attention 'self_attn'.*past"):
+        smelt.compile(m, "cpu")
+
+
+def test_unsupported_attribute_is_refused_naming_node_and_attribute():
+    m, _ = _attention(do_rotary=1)
+    m.graph.node[0].name = "rot"
+    with pytest.raises(UnsupportedModel, match=r"Attention 'rot'.*'do_rotary' = 1"):
+        smelt.compile(m, "cpu")
