@@ -185,9 +185,15 @@ def pack(at: loop.ForOp, buffer: SSAValue, max_bytes: int) -> int:
         remarks.missed(NAME, at, "the operand is stored to inside the pack loop")
         return 0
     packed = 0
-    for load in [
-        o for o in at.walk() if isinstance(o, memref.LoadOp) and o.memref is buffer
-    ]:
+    reads = [
+        o for o in at.walk() if isinstance(o, memref.LoadOp) and _root(o.memref) is root
+    ]
+    if not reads:
+        remarks.missed(NAME, at, "the pack loop does not read the operand")
+    for load in reads:
+        if load.memref is not buffer:
+            remarks.missed(NAME, load, "the load reads the operand through a loop.view")
+            continue
         try:
             pack_load(at, load, max_bytes)
             packed += 1
