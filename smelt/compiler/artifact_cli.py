@@ -1,26 +1,29 @@
 """`smelt compile MODEL -o FILE.smelt` and `smelt run FILE.smelt`: compile once,
-run many times without compiling (the run path imports neither xdsl nor onnx)."""
+run many times without compiling (the run path imports neither xdsl nor onnx,
+unless --check asks onnxruntime)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import time
 from collections.abc import Sequence
 
+from smelt.compiler.cli_options import (
+    BUILD,
+    DEFAULT_MODEL,
+    add_compile_options,
+    add_dump_arguments,
+    add_remarks_argument,
+    add_run_arguments,
+    given_options,
+)
+
 
 def add_compile_parser(sub) -> None:
-    """The `smelt compile` subcommand (the flags of `smelt run` that decide a build)."""
-    from smelt.compiler.cli import (
-        CONSTANT_HELP,
-        CPU_HELP,
-        DEFAULT_MODEL,
-        MEMORY_LIMIT_HELP,
-        add_dump_arguments,
-        memory_size,
-    )
-
+    """The `smelt compile` subcommand (the compile options of `smelt run`)."""
     c = sub.add_parser("compile", help="compile a model (cpu) into an artifact that "
                        "`smelt run FILE` and smelt.load(FILE) run without compiling")
     c.add_argument("model", nargs="?", default=DEFAULT_MODEL,
@@ -28,64 +31,56 @@ def add_compile_parser(sub) -> None:
                    f"{DEFAULT_MODEL})")
     c.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the artifact to write (by convention FILE.smelt)")
-    c.add_argument("--input-shape", action="append", default=[],
-                   metavar="NAME=DxD…", help="fix the dims of an input")
-    c.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE",
-                   help=CONSTANT_HELP)
-    c.add_argument("--level", default="O2", help="preset pipeline O0…O3")
-    c.add_argument("--threads", type=int, default=1, help="CPU threads (presets)")
-    c.add_argument("--cpu", default="host", help=CPU_HELP)
-    c.add_argument("-p", "--pipeline", help="explicit pass pipeline")
-    c.add_argument("--precision", default="f32", choices=["f32", "bf16", "f16"],
-                   help="store weights and activations as bf16 / f16 (quant-cast)")
-    c.add_argument("--opt-level", type=int, default=3, choices=[0, 1, 2, 3],
-                   help="LLVM's optimization level (default 3)")
-    c.add_argument("--fast-math", action="store_true",
-                   help="let LLVM reassociate float ops (reductions vectorize)")
-    c.add_argument("--no-check-model", action="store_true",
-                   help="skip onnx's full checker (it refuses a few valid models)")
-    c.add_argument("--cache", nargs="?", const=True, default=None, metavar="DIR",
-                   help="take the build from the compile cache, or put it there "
-                   "(default DIR ~/.cache/smelt)")
     c.add_argument("-q", "--quiet", action="store_true",
                    help="no progress line while compiling (none without a terminal)")
-    c.add_argument("--memory-limit", type=memory_size, default=0, metavar="SIZE",
-                   help=MEMORY_LIMIT_HELP)
+    c.add_argument("--profile", action="store_true",
+                   help="keep kernel timers in the code: smelt run FILE --profile "
+                   "RUNS then times every kernel")
     c.add_argument("--sign", metavar="KEY.pem",
                    help="sign the artifact with this Ed25519 private key (openssl "
                    "genpkey -algorithm ed25519 -out KEY.pem); smelt run --trust-key "
                    "KEY.pub then runs it")
+    add_compile_options(c, BUILD)
     add_dump_arguments(c)
+    add_remarks_argument(c)
     c.set_defaults(func=cmd_compile)
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_record(path: str, args: argparse.Namespace) -> dict:
+    """What `smelt run FILE.smelt --check` needs to ask onnxruntime: the model's
+    path and sha256, its --random-weights seed and --constant items."""
+    return {"model": os.path.abspath(path), "sha256": file_sha256(path),
+            "random_weights": args.random_weights, "constants": list(args.constant)}
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
     import smelt
-    from smelt.compiler.cli import (
-        dump_options,
-        parse_constants,
-        parse_shapes,
-        progress_quiet,
-        resolve_model,
-    )
+    from smelt.compiler.cli import compile_inputs, resolve_model
+    from smelt.compiler.cli_options import compile_kwargs, dump_options, progress_quiet
     from smelt.compiler.progress import shown
     from smelt.compiler.report import format_summary
     from smelt.runtime import artifact
 
     path = resolve_model(args.model)
+    source, shapes, constants = compile_inputs(args, path)
     t0 = time.perf_counter()
     with shown(os.path.basename(path), progress_quiet(args)) as progress:
         model = smelt.compile(
-            path, "cpu", input_shapes=parse_shapes(args.input_shape),
-            level=args.level, constants=parse_constants(args.constant),
-            threads=args.threads, cpu=args.cpu,
-            check_model=not args.no_check_model, precision=args.precision,
-            opt_level=args.opt_level, fast_math=args.fast_math, cache=args.cache,
-            memory_limit=args.memory_limit, dump=dump_options(args), progress=progress,
-            **({"pipeline": args.pipeline} if args.pipeline else {}),
+            source, "cpu", input_shapes=shapes, constants=constants,
+            base_dir=os.path.dirname(os.path.abspath(path)), profile=args.profile,
+            dump=dump_options(args), progress=progress, **compile_kwargs(args),
         )  # fmt: skip
     seconds = time.perf_counter() - t0
-    written = artifact.save(model, args.output, sign=args.sign)
+    extra = {"source": source_record(path, args)}
+    written = artifact.save(model, args.output, extra, sign=args.sign)
     cached = f" (cache {model.info['cache']})" if "cache" in model.info else ""
     print(f"compiled {os.path.basename(path)} in {seconds:.2f} s{cached} → "
           f"{written} ({os.path.getsize(written) / 2**20:.1f} MiB)")
@@ -96,50 +91,103 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_parser() -> argparse.ArgumentParser:
+    """`smelt run`'s parser on its own (the subcommand of the full one is made by
+    the same `add_run_arguments`)."""
+    parser = argparse.ArgumentParser(prog="smelt run")
+    add_run_arguments(parser)
+    return parser
+
+
 def artifact_run_args(argv: Sequence[str] | None) -> argparse.Namespace | None:
     """The parsed arguments of `smelt run FILE` when FILE is an artifact (then
-    nothing else needs parsing: the full parser imports onnx), else None."""
+    nothing else needs parsing: the full parser imports xdsl), else None."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["run"]:
         return None
-    from smelt.runtime.artifact import SUFFIX, is_artifact
+    from smelt.runtime.artifact import SUFFIX
 
     words = [a for a in argv[1:] if not a.startswith("-")]
-    named = any(w.endswith(SUFFIX) for w in words)
-    if not named and not (words and os.path.isfile(words[0]) and is_artifact(words[0])):
+    if not any(w.endswith(SUFFIX) or _is_artifact(w) for w in words):
         return None
-    parser = argparse.ArgumentParser(
-        prog="smelt run", description="run a compiled artifact (smelt compile -o)"
-    )
-    parser.add_argument("artifact", help=f"a FILE{SUFFIX} written by smelt compile")
-    parser.add_argument("--inputs",
-                        help=".npz file of inputs by name (default: random)")
-    parser.add_argument("-o", "--output", help="write the outputs to this .npz")
-    trust = parser.add_mutually_exclusive_group()
-    trust.add_argument("--trust", action="store_true",
-                       help="run the artifact's native code though it is unsigned "
-                       "or signed by a key not named (you trust where it came from)")
-    trust.add_argument("--trust-key", action="append", metavar="KEY.pub",
-                       help="run it only if this Ed25519 public key signed it "
-                       "(repeatable)")
-    parser.add_argument("--debug", action="store_true",
-                        help="print the traceback of an internal error")
-    args = parser.parse_args(argv[1:])
+    args = run_parser().parse_args(argv[1:])
+    if not _is_artifact(args.model) and not args.model.endswith(SUFFIX):
+        return None  # an .smelt word was an option's value: the full parser's
     args.command, args.func = "run", cmd_run_artifact
     return args
+
+
+def _is_artifact(word: str) -> bool:
+    from smelt.runtime.artifact import is_artifact
+
+    return os.path.isfile(word) and is_artifact(word)
+
+
+BUILT = ("compile options", "pass instrumentation (IR dumps go to stderr)")
 
 
 def cmd_run_artifact(args: argparse.Namespace) -> int:
     import smelt
     from smelt.compiler.cli_inputs import load_inputs, random_inputs
-    from smelt.compiler.cli_output import run_and_show
+    from smelt.compiler.cli_output import print_profile, run_and_show
+    from smelt.errors import SmeltError
 
+    name = os.path.basename(args.model)
+    built = given_options(run_parser(), args, BUILT) + ["--remarks"] * args.remarks
+    if built:
+        raise SmeltError(
+            f"{', '.join(built)} decide{'s' * (len(built) == 1)} a build, and "
+            f"'{name}' is built already: give them to smelt compile, or run the "
+            ".onnx model"
+        )
     t0 = time.perf_counter()
-    model = smelt.load(args.artifact, trust=args.trust or args.trust_key)
-    print(f"loaded {os.path.basename(args.artifact)} in "
-          f"{time.perf_counter() - t0:.3f} s  [pipeline: {model.info['pipeline']}]")
+    model = smelt.load(args.model, trust=args.trust or args.trust_key)
+    print(f"loaded {name} in {time.perf_counter() - t0:.3f} s  "
+          f"[pipeline: {model.info['pipeline']}]")
     print(f"  cpu {model.info['cpu']}")
     print(f"  signer {model.info['signer']}")
     feeds = load_inputs(args.inputs) if args.inputs else random_inputs(model)
-    run_and_show(model, feeds, args.output)
+    outputs = run_and_show(model, feeds, args.output)
+    if args.profile:
+        if not model.info["manifest"]["program"].get("profiled_calls"):
+            raise SmeltError(
+                f"'{name}' has no kernel timers: compile it with smelt compile "
+                "--profile to time its kernels"
+            )
+        print_profile(model, feeds, args.profile)
+    if args.check:
+        return check_artifact(model, name, feeds, outputs, args.tolerance)
     return 0
+
+
+def check_artifact(model, name: str, feeds, outputs, tolerance) -> int:
+    """--check of an artifact: against the model that `smelt compile` recorded
+    in it (`source_record`), if that file is still what was compiled."""
+    from smelt.compiler.cli_inputs import onnx_load, parse_constants
+    from smelt.compiler.cli_output import check_outputs
+    from smelt.errors import SmeltError
+
+    manifest = model.info["manifest"]
+    record = manifest.get("source")
+    if not isinstance(record, dict) or "model" not in record:
+        raise SmeltError(
+            f"--check needs the ONNX model that '{name}' was compiled from, and it "
+            "does not name one (smelt compile records it): run smelt run MODEL.onnx "
+            "--check with the compile's flags"
+        )
+    path = record["model"]
+    if not os.path.isfile(path):
+        raise SmeltError(f"--check: '{path}', the model '{name}' was compiled from, "
+                         "is gone: compile it again, or run smelt run MODEL --check")
+    if file_sha256(path) != record.get("sha256"):
+        raise SmeltError(f"--check: '{path}' changed since '{name}' was compiled "
+                         "from it: compile it again")
+    source = path
+    if record.get("random_weights") is not None:
+        from smelt.frontend.random_weights import random_weights
+
+        proto = random_weights(onnx_load(path), record["random_weights"])
+        source = proto.SerializeToString()
+    precision = (manifest.get("options") or {}).get("precision", "f32")
+    constants = parse_constants(record.get("constants") or [])
+    return check_outputs(source, feeds, outputs, tolerance, precision, constants)

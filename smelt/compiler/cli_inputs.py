@@ -130,3 +130,67 @@ def onnx_load(source: str | bytes, external_data: bool = True):
     if isinstance(source, bytes):
         return onnx.load_model_from_string(source)
     return onnx.load(source, load_external_data=external_data)
+
+
+def model_inputs(path: str) -> tuple[list, set[str]]:
+    """(the graph inputs a user feeds: those without an initializer; the names of
+    every graph input, overridable initializers included) of the model at
+    `path` ([], an empty set when onnx cannot read it: the compile reports it)."""
+    import onnx
+
+    try:
+        graph = onnx.load(path, load_external_data=False).graph
+    except Exception:  # noqa: BLE001 (the compile that follows says what is wrong)
+        return [], set()
+    initialized = {t.name for t in graph.initializer}
+    fed = [i for i in graph.input if i.name not in initialized]
+    return fed, {i.name for i in graph.input}
+
+
+def check_input_names(
+    path: str,
+    shapes: dict[str, tuple[int, ...]],
+    constants: dict[str, np.ndarray],
+    feeds: dict[str, np.ndarray] | None = None,
+) -> None:
+    """Refuses, before compiling, an --input-shape, --constant or --inputs array
+    that names no input of the model, listing the inputs it has (not its
+    initializers)."""
+    if not (shapes or constants or feeds):
+        return
+    fed, every = model_inputs(path)
+    if not every:
+        return
+    real = {i.name for i in fed}
+    wrong = [("--input-shape", n) for n in shapes if n not in real]
+    wrong += [("--constant", n) for n in constants if n not in every]
+    wrong += [("--inputs", n) for n in feeds or {} if n not in every]
+    if wrong:
+        named = ", ".join(f"{flag} '{name}'" for flag, name in wrong)
+        are = "is not an input" if len(wrong) == 1 else "are not inputs"
+        raise SmeltError(
+            f"{named} {are} of {os.path.basename(path)} (its inputs: "
+            f"{', '.join(i.name for i in fed) or 'none'})"
+        )
+
+
+def compile_inputs(
+    args, path: str, feeds: dict[str, np.ndarray] | None = None
+) -> tuple[str | bytes, dict[str, tuple[int, ...]], dict[str, np.ndarray]]:
+    """What `smelt run` / `smelt compile` compile: the model (its bytes with
+    --random-weights), the input shapes (--input-shape, and those of the --inputs
+    arrays for inputs the model leaves open) and the --constant values, their
+    names checked against the model's inputs."""
+    shapes = {}
+    if feeds:
+        shapes = {k: feeds[k].shape for k in dynamic_inputs(path) if k in feeds}
+    shapes.update(parse_shapes(args.input_shape))
+    constants = parse_constants(args.constant)
+    check_input_names(path, parse_shapes(args.input_shape), constants, feeds)
+    source: str | bytes = path
+    if args.random_weights is not None:  # the same seeded weights for onnxruntime
+        from smelt.frontend.random_weights import random_weights
+
+        proto = random_weights(onnx_load(path), args.random_weights)
+        source = proto.SerializeToString()
+    return source, shapes, constants

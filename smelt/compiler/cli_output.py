@@ -150,3 +150,23 @@ def check_against_onnxruntime(
     because = f" for {why}" if why else ""
     print(f"check {'PASSED' if ok else 'FAILED'} (tolerance {tolerance:.3g}{because})")
     return 0 if ok else 2
+
+
+def check_outputs(
+    source, feeds: dict, outputs: dict, tolerance: float | None, precision: str,
+    constants: dict | None,
+) -> int:  # fmt: skip
+    """`--check`: smelt's `outputs` against an oracle's for the model `source` (a
+    path or its bytes): in output quantization steps on a quantized model
+    (compiler/check_quant.py), else relative to onnxruntime's within the
+    tolerance of `--tolerance` or the precision (`check_tolerance`)."""
+    from smelt.compiler.check_quant import check_in_steps, quantized_model
+
+    quantized = quantized_model(source)
+    if quantized is not None:  # in output steps, against an exact int8 oracle
+        return check_in_steps(
+            source, quantized, feeds, outputs, tolerance,
+            check_tolerance(None, precision), constants,
+        )  # fmt: skip
+    bound, why = check_tolerance(tolerance, precision)
+    return check_against_onnxruntime(source, feeds, outputs, bound, constants, why)

@@ -17,10 +17,20 @@ from smelt.errors import InternalError, SmeltError, internal_errors
 from smelt.universe import SMELT_UNIVERSE
 
 
+DESCRIPTION = ("smelt-opt: reads .mlir or .onnx, runs a pass pipeline (-p, "
+               "`smelt pipelines` prints the presets) and prints the IR at any "
+               "level (-t mlir, llvm, asm); smelt's dialects, passes and targets "
+               "on xDSL's opt driver")
+
+
 class SmeltOptMain(xDSLOptMain):
     """Reads .mlir or .onnx, runs `-p` pipelines, prints any level (`-t mlir|llvm`)."""
 
-    version_format = "smelt-opt built on xdsl {xdsl_version}"
+    @property
+    def version_format(self) -> str:  # xDSL formats it: no braces in it
+        from smelt.compiler.cli_options import version_text
+
+        return version_text("smelt-opt")
 
     def register_all_dialects(self) -> None:
         for name, factory in SMELT_UNIVERSE.all_dialects.items():
@@ -67,13 +77,13 @@ class SmeltOptMain(xDSLOptMain):
             help="print to stderr why passes left ops alone (missed-optimization "
             "remarks, as MLIR's -Rpass-missed), by pass and reason",
         )
-        from smelt.compiler.cli import add_dump_arguments
+        from smelt.compiler.cli_options import add_dump_arguments
 
         add_dump_arguments(arg_parser, smelt_opt=True)
 
     def setup_pipeline(self) -> None:
         if self.args.constant:
-            from smelt.compiler.cli import parse_constants
+            from smelt.compiler.cli_inputs import parse_constants
             from smelt.universe import OnnxFrontend
 
             fixed = OnnxFrontend.with_constants(parse_constants(self.args.constant))
@@ -93,7 +103,7 @@ class SmeltOptMain(xDSLOptMain):
         """The pipeline through smelt's driver: its dumps, timing, statistics and
         crash reproducer; the IR is verified before and after each pass (not with
         --disable-verify) and diagnostics reach --verify-diagnostics."""
-        from smelt.compiler.cli import dump_options
+        from smelt.compiler.cli_options import dump_options
         from smelt.compiler.driver import lower
         from smelt.compiler.instrument import Instrumentation
         from smelt.passes import remarks
@@ -163,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
         try:
-            SmeltOptMain(args=argv).run()
+            SmeltOptMain(DESCRIPTION, args=argv).run()
         except (SmeltError, DiagnosticException, ParseError):
             raise
         except OSError as e:

@@ -355,18 +355,21 @@ def write(pics: list[Picture], path: str, title: str) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from smelt.compiler.cli import (
+    from smelt.compiler.cli_inputs import (
+        check_input_names,
         parse_constants,
         parse_shapes,
-        pipeline_of,
         resolve_model,
     )
+    from smelt.compiler.cli_options import pipeline_of
     from smelt.compiler.driver import import_graph, lower
     from smelt.compiler.report import kernel_count
 
     path = resolve_model(args.model)
+    shapes, constants = parse_shapes(args.input_shape), parse_constants(args.constant)
+    check_input_names(path, shapes, constants)
     module = import_graph(
-        path, parse_shapes(args.input_shape), constants=parse_constants(args.constant)
+        path, shapes, constants=constants, check_model=not args.no_check_model
     )
     spec = pipeline_of(args)
     pics = pictures(module, spec)
@@ -385,14 +388,10 @@ def add_show_parser(sub: Any) -> None:
         "show", help="draw the graph before and after fusion (svg, html, json, dot)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    from smelt.compiler.cli import add_pipeline_arguments
+    from smelt.compiler.cli_options import INSPECT, add_compile_options
 
     s.add_argument("model", help="an .onnx path or a light_* model name")
-    add_pipeline_arguments(s)
     s.add_argument("-o", "--output", required=True,
                    help=f"the file to write: {', '.join(FORMATS)}")
-    s.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD…",
-                   help="fix the dims of an input")
-    s.add_argument("--constant", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix an input to a value (a number or V1,V2,…)")
+    add_compile_options(s, INSPECT)
     s.set_defaults(func=cmd_show)
