@@ -16,6 +16,7 @@ from smelt.lowering.kernel_io import Anchor, KernelIO
 from smelt.lowering.loop_builder import Index, element_type, shape
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.lower_data import pad_nest
+from smelt.lowering.pool_windows import finite_lowest, hollow, nonzero_count
 from smelt.lowering.scalar_ops import Arith
 
 
@@ -155,7 +156,8 @@ def _conv_register(
 def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
     """Per output position, reduce the window; positions outside the input are
     skipped (index clamped, value masked with select). Average divides by the number
-    of positions inside the input, or inside input + pads with count_include_pad."""
+    of positions inside the input, or inside input + pads with count_include_pad.
+    A window wholly in the padding gives what onnxruntime gives (pool_windows)."""
     _check_window_work(op)
     if _is_nhwc(op):
         return lower_conv_nhwc.emit_pool(io, op)
@@ -182,6 +184,10 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
     counted = [reaches(d, in_sp[d] + highs[d]) for d in range(nsp)]
     # The divisor is a constant unless some window is cut by the borders.
     dynamic_count = not is_max and any(counted if include_pad else guarded)
+    # a window wholly in the padding (dilated): the lowest finite value, or 0 / 1
+    empty = hollow(in_sp, out_sp, kernel, strides, lows, dilations,
+                   highs if include_pad else None)  # fmt: skip
+    max_init = (finite_lowest(a) if empty else a.lowest()) if is_max else None
 
     with k.nest(graph.shape_of(op.result)) as ivs:
 
@@ -206,14 +212,14 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
                 new.append(a.add(accs[1], a.select(counts, a.one(), a.zero())))
             return new
 
-        inits = [a.lowest() if is_max else a.zero()] + (
+        inits = [max_init if is_max else a.zero()] + (
             [a.zero()] if dynamic_count else []
         )
         accs = k.reduce(kernel, inits, step)
         result = accs[0]
         if not is_max:
             count = accs[1] if dynamic_count else a.const(pymath.prod(kernel))
-            result = a.div(result, count)
+            result = a.div(result, nonzero_count(a, count) if empty else count)
         io.write(0, result, ivs)
 
 

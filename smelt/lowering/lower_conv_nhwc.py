@@ -28,6 +28,7 @@ from smelt.lowering.loop_builder import (
 )
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.lower_data import pad_nest
+from smelt.lowering.pool_windows import finite_lowest, hollow, nonzero_count
 from smelt.lowering.scalar_ops import Arith, memref_type
 
 
@@ -330,6 +331,10 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
     guarded = [lows[d] > 0 or reaches(d, in_sp[d]) for d in range(2)]
     counted = [reaches(d, in_sp[d] + highs[d]) for d in range(2)]
     dynamic_count = not is_max and any(counted if include_pad else guarded)
+    # a window wholly in the padding (dilated): the lowest finite value, or 0 / 1
+    empty = hollow(in_sp, out_sp, kernel, strides, lows, dilations,
+                   highs if include_pad else None)  # fmt: skip
+    max_init = (finite_lowest(a) if empty else a.lowest()) if is_max else None
     mark_pattern(k, WINDOW_PATTERN)
     with k.nest([n_, oh_, ow_, c_]) as (n, oh, ow, c):
         tag_loops([c], ["c"])
@@ -360,12 +365,12 @@ def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
                 new.append(a.add(accs[1], a.select(counts, a.one(), a.zero())))
             return new
 
-        inits = [a.lowest() if is_max else a.zero()] + (
+        inits = [max_init if is_max else a.zero()] + (
             [a.zero()] if dynamic_count else []
         )
         accs = k.reduce(kernel, inits, step)
         result = accs[0]
         if not is_max:
             count = accs[1] if dynamic_count else a.const(pymath.prod(kernel))
-            result = a.div(result, count)
+            result = a.div(result, nonzero_count(a, count) if empty else count)
         io.write(0, result, [n, oh, ow, c])

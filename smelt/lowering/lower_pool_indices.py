@@ -14,6 +14,7 @@ from smelt.dialects import graph
 from smelt.errors import SmeltError
 from smelt.lowering.kernel_io import Anchor, KernelIO
 from smelt.lowering.loop_builder import Index
+from smelt.lowering.pool_windows import finite_lowest, hollow
 from smelt.lowering.scalar_ops import Arith
 
 I64 = IntegerType(64)
@@ -43,8 +44,11 @@ def emit_max_pool_with_indices(io: KernelIO, op: graph.MaxPoolWithIndicesOp) -> 
     """Per output position, reduce the window carrying (best, index): a position
     inside the input replaces them when no position was taken yet, or when its value
     is greater (or the first NaN). So the index is the first position of the max,
-    -1 when the window covers no input cell, and the value is the max (the lowest
-    value of the type for such an empty window, like graph.max_pool)."""
+    and the value is the max. A window that covers no input cell gives the index
+    -1 and, as onnxruntime does, the lowest finite value of the type (like
+    graph.max_pool). (onnxruntime's index for such a window is the flat index of
+    spatial position (-1, ..., -1), which can point into the previous channel's
+    block: an artifact, not a contract.)"""
     k = io.k
     a = Arith(k, graph.element_type_of(op.input))
     _, channels, *in_sp = graph.shape_of(op.input)
@@ -62,6 +66,9 @@ def emit_max_pool_with_indices(io: KernelIO, op: graph.MaxPoolWithIndicesOp) -> 
 
     guarded = [reaches_out(d) for d in range(nsp)]
     unset = k.constant(-1, I64)
+    # a window wholly in the padding keeps the lowest finite value (onnxruntime)
+    empty = hollow(in_sp, out_sp, kernel, strides, lows, dilations)
+    lowest = finite_lowest(a) if empty else a.lowest()
 
     with k.nest(graph.shape_of(op.result)) as ivs:
         n, c = ivs[0], ivs[1]
@@ -99,7 +106,7 @@ def emit_max_pool_with_indices(io: KernelIO, op: graph.MaxPoolWithIndicesOp) -> 
                 k.op(arith.SelectOp, take, flat, where),
             ]
 
-        best, where = k.reduce(kernel, [a.lowest(), unset], step)
+        best, where = k.reduce(kernel, [lowest, unset], step)
         io.write(0, best, ivs)
         io.write(1, where, ivs)
 
