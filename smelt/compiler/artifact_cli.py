@@ -137,8 +137,8 @@ def cmd_run_artifact(args: argparse.Namespace) -> int:
     if built:
         raise SmeltError(
             f"{', '.join(built)} decide{'s' * (len(built) == 1)} a build, and "
-            f"'{name}' is built already: give them to smelt compile, or run the "
-            ".onnx model"
+            f"'{name}' is built already: give {'it' if len(built) == 1 else 'them'} "
+            "to smelt compile, or run the .onnx model"
         )
     t0 = time.perf_counter()
     model = smelt.load(args.model, trust=args.trust or args.trust_key)
