@@ -1,4 +1,6 @@
-"""The graph dialect: ONNX-like tensor ops with static shapes and value semantics.
+"""The graph dialect: ONNX-like tensor ops with value semantics, on tensors of static
+shapes or of symbolic dims (`?` dims named by a `#graph.dims` encoding, whose
+expressions are `symbolic.Dim`s).
 
 Every op knows how to infer its result types from its operand types and attributes
 (`infer`); the verifier checks the result types against that inference, and the
@@ -122,5 +124,5 @@ Graph = Dialect(
         YieldOp,
         LoopOp,
     ],
-    [],
+    [DimsAttr],
 )

@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
     DenseArrayBase,
     FloatAttr,
     IntegerAttr,
@@ -16,17 +18,21 @@ from xdsl.dialects.builtin import (
     f32,
     i64,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    irdl_attr_definition,
     traits_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-Shape = tuple[int, ...]
+from smelt.dialects import symbolic_text
+from smelt.dialects.symbolic import Dim, DimLike, SymbolicDimError
+
+Shape = tuple[DimLike, ...]  # ints, and symbolic `Dim`s where a dim is not fixed
 
 # Constants with more elements than this print as `dense_resource<__elided__>`,
 # unless the printer is a FullConstantsPrinter.
@@ -77,14 +83,84 @@ def from_attr(attr: Attribute) -> Any:
     return attr
 
 
-def tensor(element_type: Attribute, shape: Sequence[int]) -> TensorType:
-    return TensorType(element_type, [int(d) for d in shape])
+@irdl_attr_definition
+class DimsAttr(ParametrizedAttribute):
+    """The encoding of a tensor type with symbolic dims: the expression of each `?`
+    dim, in order (`tensor<?x3x?xf32, #graph.dims<"batch", "(H + 1) floordiv 2">>`).
+    Expressions are kept canonical (`symbolic.Dim`'s text), so equal shapes are
+    equal types. A static type has no encoding and prints as before."""
+
+    name = "graph.dims"
+
+    exprs: ArrayAttr[StringAttr]
+
+    def __init__(self, dims: Sequence[Dim]) -> None:
+        super().__init__(ArrayAttr([StringAttr(str(d)) for d in dims]))
+
+    def dims(self) -> list[Dim]:
+        return [symbolic_text.parse(e.data) for e in self.exprs]  # type: ignore[misc]
+
+    def verify(self) -> None:
+        for e in self.exprs:
+            try:
+                d = symbolic_text.parse(e.data)
+            except ValueError as err:
+                raise VerifyException(f"#graph.dims: {err}") from None
+            if not isinstance(d, Dim):
+                raise VerifyException(
+                    f"#graph.dims: '{e.data}' is the number {d}; write it in the shape"
+                )
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_list(
+                self.exprs, lambda e: printer.print_string_literal(e.data)
+            )
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list:
+        def expr() -> StringAttr:
+            pos = parser.pos
+            text = parser.parse_str_literal()
+            try:
+                d = symbolic_text.parse(text)
+            except ValueError as e:
+                parser.raise_error(f"#graph.dims: {e}", pos, parser.pos)
+            return StringAttr(str(d))  # canonical, as inference writes it
+
+        exprs = parser.parse_comma_separated_list(parser.Delimiter.ANGLE, expr)
+        return [ArrayAttr(exprs)]
+
+
+def tensor(element_type: Attribute, shape: Sequence[DimLike]) -> TensorType:
+    """The tensor type of `shape`: static, or with `?` dims named by #graph.dims."""
+    dims = [d for d in shape if isinstance(d, Dim)]
+    if not dims:
+        return TensorType(element_type, [int(d) for d in shape])
+    static = [DYNAMIC_INDEX if isinstance(d, Dim) else int(d) for d in shape]
+    return TensorType(element_type, static, DimsAttr(dims))
 
 
 def shape_of(value: SSAValue | TensorType) -> Shape:
+    """The dims of a tensor: ints, and a `symbolic.Dim` for each `?`."""
     t = value if isinstance(value, TensorType) else value.type
     assert isinstance(t, TensorType)
-    return tuple(t.get_shape())
+    shape = tuple(t.get_shape())
+    if DYNAMIC_INDEX not in shape:
+        return shape
+    names = t.encoding.dims() if isinstance(t.encoding, DimsAttr) else []
+    if len(names) != shape.count(DYNAMIC_INDEX):
+        raise VerifyException(
+            f"{t}: each ? dim needs its expression in a #graph.dims encoding "
+            f"({shape.count(DYNAMIC_INDEX)} ? dims, {len(names)} expressions)"
+        )
+    it = iter(names)
+    return tuple(next(it) if d == DYNAMIC_INDEX else d for d in shape)
+
+
+def is_static(value: SSAValue | TensorType) -> bool:
+    t = value if isinstance(value, TensorType) else value.type
+    return isinstance(t, TensorType) and DYNAMIC_INDEX not in t.get_shape()
 
 
 def element_type_of(value: SSAValue | TensorType) -> Attribute:
@@ -94,10 +170,27 @@ def element_type_of(value: SSAValue | TensorType) -> Attribute:
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise VerifyException(f"shapes {list(shapes)} do not broadcast") from None
+    """numpy's broadcast of `shapes`; a symbolic dim broadcasts with an equal one
+    or 1 (and with a number n > 1 to n: the symbol must be 1 or n when run)."""
+    if not any(isinstance(d, Dim) for s in shapes for d in s):
+        try:
+            return tuple(np.broadcast_shapes(*shapes))
+        except ValueError:
+            raise VerifyException(f"shapes {list(shapes)} do not broadcast") from None
+    rank = max(len(s) for s in shapes)
+    out: list[DimLike] = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
+        dims.discard(1)
+        numbers = {d for d in dims if not isinstance(d, Dim)}
+        if len(dims) > 1 and (len(numbers) != 1 or 0 in numbers):
+            shown = [[str(d) for d in s] for s in shapes]
+            raise VerifyException(
+                f"shapes {shown} broadcast only if dims {sorted(map(str, dims))} "
+                "are equal; fix them with input_shapes="
+            )
+        out.append(numbers.pop() if numbers else dims.pop() if dims else 1)
+    return tuple(out)
 
 
 def same_element_type(types: Sequence[TensorType], what: str) -> None:
@@ -167,6 +260,9 @@ class GraphOp(IRDLOperation):
         types = [o.type for o in self.operands]
         if not all(isinstance(t, TensorType) for t in types):
             raise VerifyException(f"{self.name} expects tensor operands")
+        for t in (*types, *(r.type for r in self.results)):
+            if isinstance(t, TensorType) and DYNAMIC_INDEX in t.get_shape():
+                shape_of(t)  # each ? dim has its expression
         try:
             expected = self.infer(types, self.attrs())  # type: ignore[arg-type]
         except NotImplementedError:

@@ -164,10 +164,23 @@ def slice_size(start: int, end: int, step: int) -> int:
     )
 
 
+def clamp_slice(start: int, end: int, step: int, dim: DimLike) -> tuple:
+    """ONNX Slice's start and end on an axis of extent `dim`, normalized: negative
+    ones count from the end, then clamped (an end of -1 with a negative step
+    means "through index 0")."""
+    start += dim if start < 0 else 0
+    end += dim if end < 0 else 0
+    if step > 0:
+        return min(max(start, 0), dim), min(max(end, 0), dim)
+    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+
+
 @irdl_op_definition
 class SliceOp(GraphOp):
     """result[i] = input[starts + i * steps] per dim; starts/ends normalized, ends
-    exclusive (an end of -1 with a negative step means "through index 0")."""
+    exclusive (an end of -1 with a negative step means "through index 0"). On a
+    symbolic dim they are ONNX's, which `clamp_slice` normalizes: negative ones
+    count from the end, ends past it (2**63 - 1) stop there."""
 
     name = "graph.slice"
     input = operand_def(TensorType)
@@ -182,7 +195,11 @@ class SliceOp(GraphOp):
         starts, ends, steps = attrs["starts"], attrs["ends"], attrs["steps"]
         if not len(starts) == len(ends) == len(steps) == len(shape) or 0 in steps:
             raise VerifyException("slice needs one nonzero start/end/step per dim")
-        out = [slice_size(s, e, st) for s, e, st in zip(starts, ends, steps)]
+        out = [
+            slice_size(*clamp_slice(s, e, st, d), st) if isinstance(d, Dim)
+            else slice_size(s, e, st)
+            for s, e, st, d in zip(starts, ends, steps, shape)
+        ]  # fmt: skip
         return [tensor(types[0].element_type, out)]
 
 
