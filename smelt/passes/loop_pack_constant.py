@@ -198,24 +198,27 @@ def _callers(module: ModuleOp, kernel: func.FuncOp) -> list[func.CallOp]:
 
 def _constants(
     module: ModuleOp, kernel: func.FuncOp, operand: int
-) -> list[tuple[func.CallOp, loop.ConstantOp]] | None:
+) -> list[tuple[func.CallOp, loop.ConstantOp]] | str:
     """Each call of `kernel` with the `loop.constant` it passes as `operand`, or
-    None unless every call passes one."""
+    why not every call passes one."""
+    args = len(kernel.body.block.args)
+    if not 0 <= operand < args:
+        return f"no operand {operand}: it takes {args}"
     callers = _callers(module, kernel)
-    if not 0 <= operand < len(kernel.body.block.args) or not callers:
-        return None
+    if not callers:
+        return "no call of the kernel passes it its constant"
     found = []
     for call in callers:
         source = call.arguments[operand].owner
         if not isinstance(source, loop.ConstantOp):
-            return None
+            return f"operand {operand} is not a loop.constant at every call of it"
         found.append((call, source))
     return found
 
 
 def is_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
     """Whether every call of `kernel` passes a constant as argument `operand`."""
-    return _constants(module, kernel, operand) is not None
+    return not isinstance(_constants(module, kernel, operand), str)
 
 
 def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
@@ -225,13 +228,14 @@ def pack_constant(module: ModuleOp, kernel: func.FuncOp, operand: int) -> bool:
     load then reads its part with unit stride along its innermost loop. Returns
     whether it did."""
     found = _constants(module, kernel, operand)
-    if found is None:
-        reason = f"operand {operand} is not a loop.constant at every call of it"
-        return _declined(kernel, reason)
+    if isinstance(found, str):
+        return _declined(kernel, found)
     arg = kernel.body.block.args[operand]
-    if not isinstance(arg.type, MemRefType):
-        return _declined(kernel, f"operand {operand} is not a memref")
-    if not arg.uses or not all(
+    # a loop.constant is a memref, and a call's operand types are its callee's
+    assert isinstance(arg.type, MemRefType)
+    if not arg.uses:
+        return _declined(kernel, f"operand {operand} is not used")
+    if not all(
         isinstance(u.operation, memref.LoadOp) for u in arg.uses
     ):  # stored to, or passed on: keep it
         return _declined(kernel, f"operand {operand} is used other than by loads")
