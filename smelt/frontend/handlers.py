@@ -10,6 +10,7 @@ from smelt.frontend import (
     onnx_control,
     onnx_conv_transpose,
     onnx_deform_conv,
+    onnx_domains,
     onnx_einsum,
     onnx_index,
     onnx_linalg,
@@ -45,4 +46,5 @@ HANDLERS = merge(
     onnx_control.HANDLERS,  # If, Loop, Scan (folded or unrolled at import)
     onnx_contrib.HANDLERS,  # com.microsoft: FusedMatMul, Gelus, SkipLayerNorm
     onnx_contrib_attention.HANDLERS,  # com.microsoft Attention
+    onnx_domains.HANDLERS,  # ai.onnx.ml Binarizer, ...; training ops refused
 )

@@ -42,7 +42,7 @@ CASES = {
     ),
     "no opset import": (
         model([helper.make_node("Relu", ["x"], ["y"])], opset=0),
-        "imports no opset of the default ONNX domain",
+        "the model imports no opset at all",
     ),
     "negative pads": (
         model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[-1, -1, 1, 1])], inits=[W]),

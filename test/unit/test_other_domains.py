@@ -1,0 +1,143 @@
+"""Models of ONNX's other domains (ai.onnx.ml, ai.onnx.preview.training): the
+ONNX node-conformance cases either compile and give the expected outputs, or are
+refused with a reason that is true. Where a message says onnxruntime refuses the
+model too, onnxruntime is run and must refuse it; where onnxruntime runs it,
+smelt's message must not say so (it once said "onnxruntime refuses it too" for
+every such case, false for the 8 ai.onnx.ml ones)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import smelt
+from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
+
+CLAIM = re.compile(r"onnxruntime(.s inference build)? (refuses|does not register)")
+DOMAINS = {"ai.onnx.ml", "ai.onnx.preview.training"}
+
+
+def _cases() -> list:
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases()
+    return [c for c in cases if {n.domain for n in c.model.graph.node} & DOMAINS]
+
+
+CASES = {c.name: c for c in _cases()}
+
+
+def _array(v) -> np.ndarray:
+    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
+
+
+def _ort(model: onnx.ModelProto, feeds: dict) -> list | Exception:
+    try:
+        session = onnxruntime.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        return session.run(None, feeds)
+    except Exception as e:  # noqa: BLE001 (onnxruntime's errors share no base)
+        return e
+
+
+def test_the_conformance_cases_are_all_here():
+    assert len(CASES) == 15, sorted(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_case_passes_or_is_refused_with_a_true_reason(name):
+    case = CASES[name]
+    inputs, expected = case.data_sets[0]
+    feeds = {i.name: _array(v) for i, v in zip(case.model.graph.input, inputs)}
+    ort = _ort(case.model, feeds)
+    try:
+        compiled = smelt.compile(case.model, "cpu")
+    except SmeltError as e:
+        message = str(e)
+        assert "not valid ONNX" not in message, message  # onnx's checker takes it
+        if CLAIM.search(message):
+            assert isinstance(ort, Exception), f"onnxruntime runs it: {message}"
+        assert isinstance(e, UnsupportedModel), message
+        return
+    got = compiled.run(feeds)
+    for out, want in zip(compiled.output_names, expected, strict=True):
+        np.testing.assert_allclose(got[out], _array(want), rtol=1e-6, atol=0)
+        assert got[out].dtype == _array(want).dtype
+
+
+def test_ml_ops_without_a_handler_are_named_with_their_domain():
+    case = CASES["test_ai_onnx_ml_tree_ensemble_single_tree"]
+    with pytest.raises(UnsupportedModel, match=r"op TreeEnsemble \(domain 'ai.onnx.ml'"):
+        smelt.compile(case.model, "cpu")
+
+
+def test_training_ops_say_why_and_onnxruntime_refuses_them_too():
+    case = CASES["test_adam"]
+    with pytest.raises(UnsupportedModel, match="training op") as error:
+        smelt.compile(case.model, "cpu")
+    assert CLAIM.search(str(error.value))
+    inputs, _ = case.data_sets[0]
+    feeds = {i.name: _array(v) for i, v in zip(case.model.graph.input, inputs)}
+    assert isinstance(_ort(case.model, feeds), Exception)
+
+
+def _ml_model(node, inputs, output, opsets) -> onnx.ModelProto:
+    graph = helper.make_graph([node], "g", inputs, [output])
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets]
+    )
+
+
+X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])
+Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+
+
+def test_binarizer_and_feature_extractor_against_onnxruntime():
+    x = np.array([[-1, 0.5, 0.75, 2, 0.25], [3, -0.5, 0.5, 0, 1]], np.float32)
+    binarize = _ml_model(
+        helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", threshold=0.5),
+        [X], Y, [("ai.onnx.ml", 1)],
+    )  # fmt: skip
+    compiled = smelt.compile(binarize, "cpu")
+    np.testing.assert_array_equal(
+        compiled.run({"x": x})["y"], _ort(binarize, {"x": x})[0]
+    )
+    # NaN: 0 as in onnx's reference (onnxruntime stops with an error instead)
+    x[0, 2] = np.nan
+    assert isinstance(_ort(binarize, {"x": x}), Exception)
+    assert compiled.run({"x": x})["y"][0, 2] == 0
+    index = helper.make_tensor_value_info("i", TensorProto.INT64, [1, 3])
+    extract = _ml_model(
+        helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml"),
+        [X, index], Y, [("ai.onnx.ml", 1), ("", 17)],
+    )  # fmt: skip
+    feeds = {"x": x, "i": np.array([[4, 0, 4]], np.int64)}
+    compiled = smelt.compile(extract, "cpu")
+    np.testing.assert_array_equal(compiled.run(feeds)["y"], _ort(extract, feeds)[0])
+    # a negative index: onnxruntime refuses it, and so does smelt (no wrap-around)
+    feeds["i"] = np.array([[1, -1, 0]], np.int64)
+    assert isinstance(_ort(extract, feeds), Exception)
+    with pytest.raises(SmeltError, match="indices Y"):
+        compiled.run(feeds)
+
+
+def test_default_domain_ops_without_its_opset_claim_only_the_checker():
+    relu = _ml_model(helper.make_node("Relu", ["x"], ["y"]), [X], Y, [("ai.onnx.ml", 3)])
+    x = np.ones((2, 5), np.float32)
+    assert not isinstance(_ort(relu, {"x": x}), Exception)  # onnxruntime runs it
+    with pytest.raises(InvalidModel, match="imports no opset of that domain") as error:
+        smelt.compile(relu, "cpu")
+    assert not CLAIM.search(str(error.value)), str(error.value)
+    nothing = _ml_model(helper.make_node("Relu", ["x"], ["y"]), [X], Y, [])
+    assert isinstance(_ort(nothing, {"x": x}), Exception)  # refused: no opset at all
+    with pytest.raises(InvalidModel, match="onnxruntime refuses it too"):
+        smelt.compile(nothing, "cpu")
