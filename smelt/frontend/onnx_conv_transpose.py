@@ -1,6 +1,9 @@
-"""ONNX ConvTranspose as graph ops: a `graph.conv2d` over the input with zeros
-inserted between its cells (the stride), padded by the kernel span less the pads,
-with the weight's channels swapped per group and its kernel flipped.
+"""ONNX ConvTranspose as graph ops. 1-D and 2-D ones by sub-pixel decomposition
+(onnx_conv_transpose_phases.py: one conv over the input itself, no inserted
+zeros). 3-D ones, and the corner where that form would crop the input to nothing,
+as a `graph.conv2d` over the input with zeros inserted between its cells (the
+stride), padded by the kernel span less the pads, with the weight's channels
+swapped per group and its kernel flipped:
 
     y[o] = sum over i, k with o + pad_lo = i * stride + k * dilation of x[i] * w[k]
 
@@ -27,6 +30,7 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
+from smelt.frontend.onnx_conv_transpose_phases import conv_transpose_2d
 from smelt.registry import Table
 
 HANDLERS = Table()  # listed in frontend/handlers.py
@@ -107,6 +111,13 @@ def _conv_transpose(ctx: NodeContext) -> list[Value]:
         w = ctx.reshape(w, (ws[0], ws[1], 1, ws[2]))
         strides, dils, out_pad = [1, *strides], [1, *dils], [0, *out_pad]
         lo, hi, kernel = [0, *lo], [0, *hi], [1, *kernel]
+    if rank < 3:
+        y = conv_transpose_2d(ctx, x, w, b, group, strides, dils, out_pad, lo, hi)
+        if y is not None:
+            if rank == 1:
+                n, c, _, length = shape_of(y)
+                y = ctx.reshape(y, (n, c, length))
+            return [y]
     x = _dilate(ctx, x, strides)
     # Conv pads: the kernel span less the ConvTranspose pads; negative ones cut x'.
     span = [(k - 1) * d for k, d in zip(kernel, dils)]
