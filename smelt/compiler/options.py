@@ -112,9 +112,13 @@ class CompileOptions:
                 f"{', '.join(pipelines.TARGETS)}"
             )
         if self.profile and self.target != "cpu":
-            raise SmeltError("profile=True times kernels on the cpu target only")
+            raise SmeltError(
+                "profile=True (--profile) times kernels on the cpu target only"
+            )
         if self.target != "gpu" and not self.tf32:
-            raise SmeltError("tf32=False chooses how the gpu target multiplies: drop it")
+            raise SmeltError(
+                "tf32=False (--no-tf32) chooses how the gpu target multiplies: drop it"
+            )
         if self.target != "gpu" and self.device is not None:
             raise SmeltError("device= chooses where the gpu target runs: drop it")
         if self.target == "gpu":

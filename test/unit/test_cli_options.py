@@ -239,3 +239,8 @@ def test_light_squeezenet_counts_one_way(tmp_path, capsys, flags):
     assert len({_counted(out) for out in outs}) == 1, outs
     spec = re.search(r"\[pipeline: (.*)\]", outs[0]).group(1)
     assert all(f"[pipeline: {spec}]" in out for out in outs)
+
+
+def test_option_errors_name_the_flag(mlp, capsys):
+    assert cli.main(["run", mlp, "-q", "--no-tf32"]) == 1
+    assert "(--no-tf32) chooses how the gpu target multiplies" in capsys.readouterr().err
