@@ -223,3 +223,130 @@ def test_unsupported_attribute_is_refused_naming_node_and_attribute():
     m.graph.node[0].name = "rot"
     with pytest.raises(UnsupportedModel, match=r"Attention 'rot'.*'do_rotary' = 1"):
         smelt.compile(m, "cpu")
+
+
+# ----- MatMulNBits, QGemm ----------------------------------------------------
+
+
+def _matmul_model(k: int, n: int, m: int = 3) -> onnx.ModelProto:
+    w = numpy_helper.from_array(rand(k, n), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, m, n])], [w],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(
+    "k, n, block, symmetric", [(64, 8, 32, False), (80, 5, 16, True), (40, 6, 32, False)]
+)
+def test_matmul_nbits_from_onnxruntimes_quantizer(k, n, block, symmetric):
+    """onnxruntime's own 4-bit weight quantizer writes the model (K = 40 leaves
+    a part block; accuracy level 2 computes in float for float32 A)."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(
+        _matmul_model(k, n), block_size=block, is_symmetric=symmetric,
+        accuracy_level=None if symmetric else 2,
+    )  # fmt: skip
+    quantizer.process()
+    model = quantizer.model.model
+    assert [node.op_type for node in model.graph.node] == ["MatMulNBits"]
+    check(model, {"x": rand(2, 3, k)})
+
+
+def _pack(values: np.ndarray, bits: int) -> np.ndarray:
+    """bits-wide values, lowest bits first, into bytes along the last dim."""
+    per = 8 // bits
+    grouped = values.reshape(*values.shape[:-1], -1, per).astype(np.uint8)
+    shifts = np.arange(per, dtype=np.uint8) * bits
+    return np.bitwise_or.reduce(grouped << shifts, axis=-1).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    "bits, zero_points, g_idx, bias",
+    [(8, "packed", False, True), (2, "packed", False, False), (4, "float", False, True),
+     (4, None, False, False), (4, "float", True, False), (4, None, True, True)],
+)  # fmt: skip
+def test_matmul_nbits_layouts(bits, zero_points, g_idx, bias):
+    k, n, block = 64, 6, 16
+    blocks = k // block
+    q = RNG.integers(0, 1 << bits, (n, blocks, block))
+    weights = {"b": _pack(q, bits).reshape(n, blocks, block * bits // 8),
+               "scales": (RNG.random(n * blocks) * 0.1 + 0.01).astype(np.float32)}  # fmt: skip
+    order = ["x", "b", "scales", "", "", ""]
+    if zero_points == "packed":
+        zp = RNG.integers(0, 1 << bits, (n, blocks))
+        weights["zp"] = _pack(zp, bits).reshape(-1) if bits < 8 else zp.astype(np.uint8)
+        order[3] = "zp"
+    elif zero_points == "float":
+        weights["zp"] = rand(n * blocks)
+        order[3] = "zp"
+    if g_idx:
+        weights["g_idx"] = RNG.permutation(np.arange(k) // block).astype(np.int32)
+        order[4] = "g_idx"
+    if bias:
+        weights["bias"] = rand(n)
+        order[5] = "bias"
+    x = rand(2, 3, k)
+    m = contrib_model("MatMulNBits", {"x": x}, weights, order=order, K=k, N=n,
+                      bits=bits, block_size=block)  # fmt: skip
+    check(m, {"x": x})
+
+
+@pytest.mark.parametrize(
+    "trans, per_column, with_c, quantized",
+    [(False, False, False, False), (True, True, True, False),
+     (False, True, True, True), (True, False, False, True)],
+)  # fmt: skip
+def test_qgemm(trans, per_column, with_c, quantized):
+    m_, k, n = 4, 24, 7
+    a = RNG.integers(0, 256, (k, m_) if trans else (m_, k)).astype(np.uint8)
+    b = RNG.integers(-128, 128, (n, k) if trans else (k, n)).astype(np.int8)
+    weights = {
+        "a_scale": np.array(0.02, np.float32), "a_zp": np.array(128, np.uint8),
+        "b": b,
+        "b_scale": (RNG.random(n) * 0.01 + 0.005).astype(np.float32)
+        if per_column else np.array(0.01, np.float32),
+        "b_zp": np.zeros(n, np.int8) if per_column else np.array(0, np.int8),
+    }  # fmt: skip
+    order = ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp"]
+    if with_c or quantized:
+        order.append("c" if with_c else "")
+    if with_c:
+        weights["c"] = RNG.integers(-5000, 5000, n).astype(np.int32)
+    if quantized:
+        weights["y_scale"] = np.array(0.15, np.float32)
+        weights["y_zp"] = np.array(100, np.uint8)
+        order += ["y_scale", "y_zp"]
+    attrs = dict(transA=1, transB=1) if trans else {}
+    model = contrib_model("QGemm", {"a": a}, weights, order=order, alpha=0.5, **attrs)
+    check(model, {"a": a})
+
+
+def test_matmul_nbits_refuses_packed_zero_points_with_g_idx():
+    """onnxruntime subtracts 8 there, whatever the zero points say: refused."""
+    k, n, block = 32, 2, 16
+    weights = {
+        "b": _pack(RNG.integers(0, 16, (n, 2, block)), 4).reshape(n, 2, block // 2),
+        "scales": np.full(n * 2, 0.1, np.float32),
+        "zp": _pack(np.full((n, 2), 3), 4).reshape(-1),
+        "g_idx": (np.arange(k) // block).astype(np.int32),
+    }
+    x = rand(1, k)
+    m = contrib_model("MatMulNBits", {"x": x}, weights, K=k, N=n, bits=4,
+                      block_size=block)  # fmt: skip
+    with pytest.raises(UnsupportedModel, match="MatMulNBits#0: packed uint8 zero_points"):
+        smelt.compile(m, "cpu")
+
+
+def test_matmul_nbits_refuses_accuracy_level_4():
+    """onnxruntime quantizes A to int8 there: not the float product."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(_matmul_model(64, 8), block_size=32,
+                                     accuracy_level=4)  # fmt: skip
+    quantizer.process()
+    with pytest.raises(UnsupportedModel, match="'accuracy_level' = 4"):
+        smelt.compile(quantizer.model.model, "cpu")
