@@ -357,6 +357,13 @@ def collect_assumptions() -> Iterator[list[str]]:
         _ASSUMED.remove(found)
 
 
+def assume(fact: str) -> None:
+    """Records `fact` (text) in the assumptions being collected."""
+    for found in _ASSUMED:
+        if fact not in found:
+            found.append(fact)
+
+
 def interval(d: DimLike) -> tuple:
     """Bounds of `d` over symbols in [1, DIM_MAX] (`relax` first writes each
     floor-division as an exact quotient less a remainder, so that what cancels,
@@ -446,10 +453,7 @@ def decide(d: DimLike, op: str) -> bool:
         )
     answer = op == "!=" or lead.pop() == (op in (">", ">="))
     negated = {">": "<=", ">=": "<", "<": ">=", "<=": ">", "!=": "=="}
-    fact = f"{d} {op if answer else negated[op]} 0"
-    for found in _ASSUMED:
-        if fact not in found:
-            found.append(fact)
+    assume(f"{d} {op if answer else negated[op]} 0")
     return answer
 
 

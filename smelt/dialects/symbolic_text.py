@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from smelt.dialects.symbolic import _NAME, Dim, DimLike, floordiv, sym
+from smelt.dialects.symbolic import _NAME, Dim, DimLike, floordiv, substitute, sym
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|('[^']*')|([A-Za-z_][A-Za-z0-9_.$]*)|(.))")
 
@@ -66,3 +66,22 @@ def parse(text: str) -> DimLike:
     if pos != len(tokens):
         raise ValueError(f"dim expression '{text}': unexpected '{tokens[pos]}'")
     return value
+
+
+_RELATIONS = {
+    ">": lambda v: v > 0, ">=": lambda v: v >= 0, "<": lambda v: v < 0,
+    "<=": lambda v: v <= 0, "!=": lambda v: v != 0, "==": lambda v: v == 0,
+}  # fmt: skip
+
+
+def holds(fact: str, bindings: dict[str, int]) -> bool:
+    """Whether an assumption `expr op 0` (as `collect_assumptions` writes it), or
+    `name in {1, n}` (a broadcast's), holds with the symbols bound to numbers."""
+    if " in {" in fact:
+        expr, values = fact.split(" in {")
+        allowed = {int(v) for v in values.rstrip("}").split(",")}
+        return substitute(parse(expr), bindings) in allowed
+    expr, op, zero = fact.rsplit(" ", 2)
+    if zero != "0" or op not in _RELATIONS:
+        raise ValueError(f"'{fact}' is not an assumption")
+    return _RELATIONS[op](substitute(parse(expr), bindings))

@@ -33,7 +33,7 @@ from xdsl.utils.exceptions import VerifyException
 from smelt.dialects import dtypes, locations
 from smelt.dialects import graph as g
 from smelt.errors import InvalidModel, ResourceLimit, SmeltError, UnsupportedModel
-from smelt.frontend import onnx_functions
+from smelt.frontend import onnx_functions, symbolic_import
 from smelt.frontend.onnx_constants import fix_inputs
 from smelt.frontend.onnx_load import (
     ModelLike,
@@ -64,6 +64,7 @@ def import_model(
     constants: Mapping[str, Any] | None = None,
     check_model: bool = True,
     memory_limit: int = 0,
+    symbolic: bool = False,
 ) -> ModuleOp:
     """The graph-level module of an ONNX model (a path, bytes or a ModelProto).
 
@@ -77,15 +78,17 @@ def import_model(
     and every dynamic input dim, or a ResourceLimit before any weight is read when
     the model's tensors alone need more than `memory_limit` bytes (0: the
     machine's memory).
+
+    `symbolic=True` keeps the dims that `input_shapes` does not fix symbolic
+    instead of refusing them (`symbolic_import`).
     """
     proto, data_dir = load_model(model, base_dir)
     check_weights_fit(proto, memory_limit)
     if constants:
         proto = fix_inputs(proto, constants, input_shapes or {})
     validate(proto)
-    module = _Importer(
-        proto, dict(input_shapes or {}), data_dir, memory_limit
-    ).run()
+    importer = _Importer(proto, dict(input_shapes or {}), data_dir, memory_limit)
+    module = symbolic_import.run(importer) if symbolic else importer.run()
     if check_model:
         full_check(proto)
     return module
@@ -117,6 +120,8 @@ class _Importer(NestedScopes):
         self.block = Block()  # replaced in _inputs, once the input types are known
         self.unsupported: list[str] = []
         self.dynamic: list[str] = []
+        # symbolic_import: the named dims of the inputs (None: dims must be static)
+        self.symbols: symbolic_import.Symbols | None = None
         self.errors: list[str] = []
         # errors that break ONNX's rules: InvalidModel, while one is still listed
         # (a loop body's failed attempt takes its errors back)
@@ -266,6 +271,9 @@ class _Importer(NestedScopes):
             if d.HasField("dim_value"):
                 shape.append(d.dim_value)
                 continue
+            if self.symbols is not None:
+                shape.append(self.symbols.dim(d.dim_param, info.name, i))
+                continue
             symbol = f"'{d.dim_param}'" if d.dim_param else "unknown"
             self.dynamic.append(f"{what} dim {i} is {symbol}")
             ok = False
@@ -281,7 +289,8 @@ class _Importer(NestedScopes):
             if d < 0:
                 self.errors.append(f"{what} dim {i} = {d}: dims are >= 0")
                 return None
-        strides = dtypes.byte_size(elem) * math.prod(d for d in shape if d)
+        static = [d for d in shape if not isinstance(d, g.Dim) and d]
+        strides = dtypes.byte_size(elem) * math.prod(static)
         if strides >= 1 << 63:
             self.errors.append(
                 f"{what} shape {list(shape)}: its size in bytes overflows 64-bit "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
@@ -293,10 +294,11 @@ def _layer_norm(ctx: NodeContext) -> list[Value]:
 
 
 def _broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
-    """Whether numpy broadcasts `shape` to `target` without growing `target`."""
+    """Whether numpy broadcasts `shape` to `target` without growing `target`
+    (symbolic dims too)."""
     try:
-        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
-    except ValueError:
+        return g.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except VerifyException:
         return False
 
 

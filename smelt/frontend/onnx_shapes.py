@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from xdsl.utils.exceptions import VerifyException
+
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
@@ -107,8 +109,8 @@ def _expand(ctx: NodeContext) -> list[Value]:
     x = ctx.inputs[0]
     spec = [int(d) for d in ctx.const(1, "shape").reshape(-1)]
     try:
-        shape = np.broadcast_shapes(shape_of(x), tuple(spec))
-    except ValueError:
+        shape = g.broadcast_shapes(shape_of(x), tuple(spec))
+    except VerifyException:
         raise ctx.invalid(
             f"cannot expand {list(shape_of(x))} to {spec}: they must broadcast"
         ) from None
@@ -169,7 +171,8 @@ def _split(ctx: NodeContext) -> list[Value]:
 def slice_bounds(
     ctx: NodeContext, shape: Sequence[int], starts, ends, axes, steps
 ) -> dict[str, list[int]]:
-    """ONNX Slice's starts/ends/axes/steps, normalized for `graph.slice`."""
+    """ONNX Slice's starts/ends/axes/steps, normalized for `graph.slice` (kept as
+    ONNX gives them on a symbolic axis: `graph.slice` normalizes those)."""
     rank = len(shape)
     axes = range(rank) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
@@ -184,14 +187,16 @@ def slice_bounds(
                 "and axes distinct"
             )
         seen.add(a)
-        start += dim if start < 0 else 0
-        end += dim if end < 0 else 0
-        if step > 0:
-            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
-        else:
-            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        if not isinstance(dim, g.Dim):  # a symbolic axis keeps ONNX's bounds
+            start, end = g.clamp_slice(start, end, step, dim)
         out["starts"][a], out["ends"][a], out["steps"][a] = start, end, step
+    for a, dim in enumerate(shape):  # the whole of an unsliced symbolic axis
+        if isinstance(dim, g.Dim) and a not in seen:
+            out["ends"][a] = _INT64_MAX
     return out
+
+
+_INT64_MAX = (1 << 63) - 1
 
 
 @handles("Slice")
