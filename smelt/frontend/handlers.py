@@ -7,6 +7,7 @@ from __future__ import annotations
 from smelt.frontend import (
     onnx_contrib,
     onnx_contrib_attention,
+    onnx_contrib_fused,
     onnx_contrib_quant,
     onnx_control,
     onnx_conv_transpose,
@@ -48,5 +49,6 @@ HANDLERS = merge(
     onnx_contrib.HANDLERS,  # com.microsoft: FusedMatMul, Gelus, SkipLayerNorm
     onnx_contrib_attention.HANDLERS,  # com.microsoft Attention
     onnx_contrib_quant.HANDLERS,  # com.microsoft MatMulNBits, QGemm
+    onnx_contrib_fused.HANDLERS,  # com.microsoft FusedConv, FusedGemm, QuickGelu
     onnx_domains.HANDLERS,  # ai.onnx.ml Binarizer, ...; training ops refused
 )
