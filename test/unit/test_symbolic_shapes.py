@@ -186,6 +186,71 @@ def transformer(x=("batch", "seq", 64), mask=("batch", "seq")) -> onnx.ModelProt
     return _model("block", nodes, inputs, outputs, inits, 17)
 
 
+def embedding_block(ids=("batch", "seq")) -> onnx.ModelProto:
+    """int64 ids: embedding Gather, a LayerNorm written out (ReduceMean, Pow,
+    Sqrt), an Erf GELU, an Equal / Where padding mask, Casts, Split, ReduceMax,
+    Gemm, Pad of the symbolic axis, Expand."""
+    n = helper.make_node
+
+    def c(name, v, dt=np.float32):
+        return numpy_helper.from_array(np.array(v, dt), name)
+
+    nodes = [
+        n("Gather", ["table", "ids"], ["emb"], axis=0),
+        n("Add", ["emb", "pos"], ["e"]),
+        n("ReduceMean", ["e"], ["mu"], axes=[-1]),
+        n("Sub", ["e", "mu"], ["d"]),
+        n("Pow", ["d", "two"], ["d2"]),
+        n("ReduceMean", ["d2"], ["var"], axes=[-1]),
+        n("Add", ["var", "eps"], ["ve"]),
+        n("Sqrt", ["ve"], ["sd"]),
+        n("Div", ["d", "sd"], ["nrm"]),
+        n("MatMul", ["nrm", "w"], ["h"]),
+        n("Div", ["h", "sqrt2"], ["hs"]),
+        n("Erf", ["hs"], ["er"]),
+        n("Add", ["er", "one"], ["er1"]),
+        n("Mul", ["h", "er1"], ["g0"]),
+        n("Mul", ["g0", "half"], ["gelu"]),
+        n("Equal", ["ids", "zero_i"], ["pad"]),
+        n("Unsqueeze", ["pad", "last"], ["pad3"]),
+        n("Where", ["pad3", "zero_f", "gelu"], ["masked"]),
+        n("Cast", ["masked"], ["m16"], to=TensorProto.FLOAT16),
+        n("Cast", ["m16"], ["m32"], to=TensorProto.FLOAT),
+        n("Split", ["m32"], ["s1", "s2"], axis=2),
+        n("ReduceMax", ["s1"], ["mx"], axes=[1], keepdims=0),
+        n("Gemm", ["mx", "wg", "bg"], ["cls"]),
+        n("Sigmoid", ["cls"], ["p"]),
+        n("Tanh", ["s2"], ["t2"]),
+        n("Pad", ["t2", "pads"], ["padded"]),
+        n("Expand", ["bias", "eshape"], ["ex"]),
+    ]
+    inits = [
+        _init("table", 100, 16), _init("pos", 16), c("two", 2.0), c("eps", 1e-5),
+        _init("w", 16, 32), c("sqrt2", 1.4142), c("one", 1.0), c("half", 0.5),
+        c("zero_i", 0, np.int64), c("zero_f", 0.0), _init("wg", 16, 4),
+        _init("bg", 4), c("pads", [0, 1, 0, 0, 1, 0], np.int64),
+        _init("bias", 1, 1, 16), c("eshape", [1, 1, 16], np.int64),
+        c("last", [-1], np.int64),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "embedding_block",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, list(ids))],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+         for o in ("emb", "nrm", "gelu", "masked", "m32", "mx", "p", "padded", "ex")],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _expected_embedding():
+    return {
+        "ids": (B, S), "emb": (B, S, 16), "nrm": (B, S, 16), "gelu": (B, S, 32),
+        "masked": (B, S, 32), "m32": (B, S, 32), "mx": (B, 16), "p": (B, 4),
+        "padded": (B, S + 2, 16), "ex": (1, 1, 16),
+    }  # fmt: skip
+
+
 def _expected_conv():
     h4, w4 = (H + 3) // 4, (W + 3) // 4
     h8, w8 = (H + 7) // 8, (W + 7) // 8
@@ -217,6 +282,8 @@ CASES = {
     "conv_net": (conv_net, _expected_conv,
                  [{"batch": 1, "H": 32, "W": 32}, {"batch": 2, "H": 57, "W": 41},
                   {"batch": 3, "H": 224, "W": 100}]),
+    "embedding": (embedding_block, _expected_embedding,
+                  [{"batch": 1, "seq": 5}, {"batch": 3, "seq": 64}]),
     "transformer": (transformer, _expected_transformer,
                     [{"batch": 1, "seq": 8}, {"batch": 4, "seq": 13},
                      {"batch": 2, "seq": 128}]),
@@ -245,8 +312,9 @@ def test_symbolic_import_shapes(name):
     assert symbolic_shapes(module) == expected()
     main, _ = _ops(module)
     # one symbol per name: the transformer's two inputs share batch and seq
-    want = {"conv_net": {"batch": (0, 0), "H": (0, 2), "W": (0, 3)},
-            "transformer": {"batch": (0, 0), "seq": (0, 1)}}[name]  # fmt: skip
+    want = {"conv_net": {"batch": (0, 0), "H": (0, 2), "W": (0, 3)}}.get(
+        name, {"batch": (0, 0), "seq": (0, 1)}
+    )
     assert dims_of(main) == want
     text = str(module)
     assert '#graph.dims<"batch", "seq">' in text or '"(H + 1) floordiv 2"' in text
