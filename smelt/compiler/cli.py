@@ -33,6 +33,7 @@ from smelt.compiler.cli_options import (
     add_run_arguments,
     compile_kwargs,
     dump_options,
+    one_line,
     pipeline_of,
     progress_quiet,
 )
@@ -117,16 +118,6 @@ def cmd_pipelines(args: argparse.Namespace) -> int:
     for target, level, spec in pipelines.all_presets(args.threads, args.cpu):
         print(f"{target} {level}: {spec}")
     return 0
-
-
-def one_line(error: Exception) -> str:
-    """A multi-line error (a list of problems) as one line for the terminal."""
-    lines = [line.strip().removeprefix("- ") for line in str(error).splitlines()]
-    lines = [line for line in lines if line]
-    text = lines[0] if lines else ""
-    for before, line in zip(lines, lines[1:]):  # "problems (2):" heads a list
-        text += (" " if before.endswith(":") else "; ") + line
-    return text
 
 
 def cmd_aot(args: argparse.Namespace) -> int:

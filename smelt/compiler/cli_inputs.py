@@ -172,6 +172,22 @@ def check_input_names(
             f"{named} {are} of {os.path.basename(path)} (its inputs: "
             f"{', '.join(i.name for i in fed) or 'none'})"
         )
+    for info in fed:
+        if info.name in shapes:
+            _check_dims(info, shapes[info.name])
+
+
+def _check_dims(info, dims: tuple[int, ...]) -> None:
+    """An --input-shape against the dims the model fixes itself."""
+    declared = info.type.tensor_type.shape.dim
+    flag = f"--input-shape {info.name}={'x'.join(map(str, dims))}"
+    if info.type.tensor_type.HasField("shape") and len(declared) != len(dims):
+        raise SmeltError(f"{flag}: '{info.name}' has {len(declared)} dims, not "
+                         f"{len(dims)}")
+    for axis, (d, given) in enumerate(zip(declared, dims)):
+        if d.HasField("dim_value") and d.dim_value != given:
+            raise SmeltError(f"{flag}: the model fixes dim {axis} of '{info.name}' "
+                             f"to {d.dim_value}")
 
 
 def compile_inputs(

@@ -285,6 +285,16 @@ def given_options(
     return flags
 
 
+def one_line(error: Exception) -> str:
+    """A multi-line error (a list of problems) as one line for the terminal."""
+    lines = [line.strip().removeprefix("- ") for line in str(error).splitlines()]
+    lines = [line for line in lines if line]
+    text = lines[0] if lines else ""
+    for before, line in zip(lines, lines[1:]):  # "problems (2):" heads a list
+        text += (" " if before.endswith(":") else "; ") + line
+    return text
+
+
 def version_text(prog: str) -> str:
     """smelt's version and those of the packages it builds on (read from their
     metadata: nothing is imported)."""

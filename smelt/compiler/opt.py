@@ -1,6 +1,7 @@
 """smelt-opt: xDSL's opt driver with smelt's dialects, passes, targets and frontends."""
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -58,14 +59,9 @@ class SmeltOptMain(xDSLOptMain):
             action="store_true",
             help="print every constant in full instead of eliding large ones",
         )
-        arg_parser.add_argument(
-            "--constant",
-            action="append",
-            default=[],
-            metavar="NAME=VALUE",
-            help="fix an input of an .onnx model to a value (a number or V1,V2,…): "
-            "its If conditions and shapes fold at import",
-        )
+        from smelt.compiler.cli_options import add_compile_options
+
+        add_compile_options(arg_parser, ("input_shape", "constant"))
         arg_parser.add_argument(
             "--cpu",
             help="attach this CPU before the pipeline (target-attach-cpu): host or "
@@ -82,11 +78,23 @@ class SmeltOptMain(xDSLOptMain):
         add_dump_arguments(arg_parser, smelt_opt=True)
 
     def setup_pipeline(self) -> None:
-        if self.args.constant:
-            from smelt.compiler.cli_inputs import parse_constants
-            from smelt.universe import OnnxFrontend
+        name = self.args.input_file
+        if name and name.startswith("light_") and not os.path.exists(name):
+            from smelt.compiler.cli_inputs import resolve_model
 
-            fixed = OnnxFrontend.with_constants(parse_constants(self.args.constant))
+            self.args.input_file = resolve_model(name)  # onnx's light models
+        if self.args.constant or self.args.input_shape:
+            from smelt.compiler.cli_inputs import (
+                check_input_names,
+                parse_constants,
+                parse_shapes,
+            )
+
+            constants = parse_constants(self.args.constant)
+            shapes = parse_shapes(self.args.input_shape)
+            if (self.args.input_file or "").endswith(".onnx"):
+                check_input_names(self.args.input_file, shapes, constants)
+            fixed = fixed_onnx_frontend(constants, shapes)
             self.available_frontends["onnx"] = lambda: fixed
         if self.args.cpu:
             from smelt.compiler.pipelines import with_cpu
@@ -153,6 +161,20 @@ class SmeltOptMain(xDSLOptMain):
         super().run()
 
 
+def fixed_onnx_frontend(constants: dict, shapes: dict) -> type:
+    """The ONNX frontend that fixes graph inputs to `constants` and the dims of
+    inputs to `shapes` (--constant, --input-shape)."""
+    from smelt.universe import OnnxFrontend
+
+    class FixedOnnxFrontend(OnnxFrontend):
+        def parse(self, ctx: Context, input: IO[bytes], input_name: str) -> ModuleOp:
+            from smelt.frontend.onnx import import_model
+
+            return import_model(input.read(), shapes, constants=constants)
+
+    return FixedOnnxFrontend
+
+
 @dataclass(frozen=True)
 class FullConstantsMLIRTarget(MLIRTarget):
     """xDSL's mlir target printing every constant in full (--print-constants)."""
@@ -190,7 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SmeltError as e:
         if debug and isinstance(e, InternalError):
             print(e.details, file=sys.stderr, end="")
-        print(f"smelt-opt: error: {e}", file=sys.stderr)
+        from smelt.compiler.cli_options import one_line
+
+        print(f"smelt-opt: error: {one_line(e)}", file=sys.stderr)
         return 1
     return 0
 

@@ -244,3 +244,21 @@ def test_light_squeezenet_counts_one_way(tmp_path, capsys, flags):
 def test_option_errors_name_the_flag(mlp, capsys):
     assert cli.main(["run", mlp, "-q", "--no-tf32"]) == 1
     assert "(--no-tf32) chooses how the gpu target multiplies" in capsys.readouterr().err
+
+
+def test_input_shape_against_the_dims_the_model_fixes(mlp, capsys):
+    assert cli.main(["run", mlp, "--input-shape", "x=3x8"]) == 1
+    err = capsys.readouterr().err
+    assert "--input-shape x=3x8: the model fixes dim 0 of 'x' to 2" in err
+    assert cli.main(["report", mlp, "--input-shape", "x=2x8x1"]) == 1
+    assert "--input-shape x=2x8x1: 'x' has 2 dims, not 3" in capsys.readouterr().err
+
+
+def test_smelt_opt_takes_light_names_and_input_shapes(capsys):
+    argv = ["light_squeezenet", "--input-shape", "data_0=1x3x224x224"]
+    assert opt.main(argv) == 0
+    assert "graph.conv" in capsys.readouterr().out
+    assert opt.main(["light_squeezenet", "--constant", "nosuch=1"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("smelt-opt: error: --constant 'nosuch' is not an input of "
+                   "light_squeezenet.onnx (its inputs: data_0)")
