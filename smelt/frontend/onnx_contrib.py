@@ -6,10 +6,13 @@ as compositions of graph ops where the composition computes the same formula:
   transposes transBatchA / transBatchB;
 * Gelu, BiasGelu (erf form) and FastGelu (tanh form), the last two with a bias;
 * SkipLayerNormalization and SkipSimplifiedLayerNormalization: a layer (RMS)
-  norm of input + skip (+ bias), with the sum as an extra output.
+  norm of input + skip (+ bias), with the sum as an extra output;
+* EmbedLayerNormalization: BERT's embeddings (word, position, segment
+  lookups) and their layer norm, with the mask's key counts.
 
 Attention is in `onnx_contrib_attention`, MatMulNBits and QGemm in
-`onnx_contrib_quant`. Attribute values these decompositions do not cover are
+`onnx_contrib_quant`, FusedConv, FusedGemm and QuickGelu in `onnx_contrib_fused`
+(handlers are keyed "com.microsoft::Op"). Attribute values these decompositions do not cover are
 refused naming the node and the attribute."""
 
 from __future__ import annotations
@@ -226,3 +229,67 @@ def _skip_rms_norm(ctx: NodeContext) -> list[Value]:
     inv_rms = m.div(1.0, rms) if ctx.output_used(2) else rms
     outputs: list[Value] = [y, mean, inv_rms, total]  # output 1: refused if used
     return outputs[: len(ctx.node.output)]
+
+
+# ----- EmbedLayerNormalization ----------------------------------------------
+
+
+def _lookup(ctx: NodeContext, table: Value, ids: Value, what: str) -> Value:
+    """table[ids] (rows); a negative id becomes one past the end, which the
+    gather's run-time check refuses as onnxruntime does (a plain gather would
+    count it from the end)."""
+    rows = shape_of(table)[0]
+    m = Arith(ctx, numpy_type_of(ids))
+    ids = m.where(m.less(ids, 0), rows, ids)
+    return ctx.emit(g.GatherOp, [table, ids], axis=0, what=f"{ctx.label}'s {what}")[0]
+
+
+@handles("EmbedLayerNormalization")
+def _embed_layer_norm(ctx: NodeContext) -> list[Value]:
+    """LayerNormalization of word_embedding[input_ids] + position_embedding[
+    position_ids, or 0..S-1] (+ segment_embedding[segment_ids]); output 1 counts
+    the 1s of each mask row (0 without a mask, as onnxruntime), output 2 is
+    the sum before the normalization."""
+    ids, segments, words, positions, segment_table, gamma, beta = (
+        ctx.input(i) for i in range(7)
+    )
+    mask, position_ids = ctx.input(7), ctx.input(8)
+    dtype = float_input(ctx, words, "word_embedding")
+    if len(shape_of(ids)) != 2:
+        raise ctx.invalid(f"its input_ids have shape {list(shape_of(ids))}; (B, S)")
+    batch, seq = shape_of(ids)
+    total = _lookup(ctx, words, ids, "input_ids")
+    if position_ids is None:
+        if seq > shape_of(positions)[0]:
+            raise ctx.invalid(
+                f"its sequence length {seq} is more than position_embedding's "
+                f"{shape_of(positions)[0]} rows"
+            )
+        total = ctx.emit(g.AddOp, [total, _first_rows(ctx, positions, seq)])[0]
+    else:
+        total = ctx.emit(
+            g.AddOp, [total, _lookup(ctx, positions, position_ids, "position_ids")]
+        )[0]
+    if segments is not None and segment_table is not None:
+        total = ctx.emit(
+            g.AddOp, [total, _lookup(ctx, segment_table, segments, "segment_ids")]
+        )[0]
+    elif (segments is None) != (segment_table is None):
+        raise ctx.invalid("segment_ids and segment_embedding come together")
+    if beta is None:
+        beta = Const(np.zeros(shape_of(gamma), dtype))
+    epsilon = float(ctx.attr("epsilon", 1e-12))
+    y = ctx.emit(g.LayerNormOp, [total, gamma, beta], axis=2, epsilon=epsilon)[0]
+    if mask is None:
+        counts: Value = Const(np.zeros(batch, np.int32))
+    else:
+        m = Arith(ctx, np.dtype(np.int32))
+        ones = m.cast(m.op(g.EqualOp, mask, m.const(1)), np.int32)
+        counts = ctx.emit(g.ReduceSumOp, [ones], axes=[1], keepdims=0)[0]
+    return [y, counts, total][: len(ctx.node.output)]
+
+
+def _first_rows(ctx: NodeContext, table: Value, count: int) -> Value:
+    width = shape_of(table)[1]
+    return ctx.emit(g.SliceOp, [table], starts=[0, 0], ends=[count, width],
+                    steps=[1, 1])[0]  # fmt: skip

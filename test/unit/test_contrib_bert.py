@@ -1,5 +1,6 @@
 """An onnxruntime-optimized BERT (onnxruntime.transformers.optimizer's output:
-Attention, SkipLayerNormalization, BiasGelu / FastGelu from com.microsoft)
+Attention, SkipLayerNormalization, BiasGelu / FastGelu, EmbedLayerNormalization
+from com.microsoft)
 compiles with smelt and matches onnxruntime on the same file. The model is a
 2-layer transformers BertModel built from its config (no hub download), its
 weights perturbed so no LayerNorm is the identity and no bias is zero."""
@@ -19,7 +20,7 @@ import smelt
 HIDDEN, HEADS, BATCH, SEQ = 64, 4, 2, 16
 
 
-def _bert(path, hidden_act: str) -> None:
+def _bert(path, hidden_act: str, dynamic: bool) -> None:
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
@@ -46,20 +47,29 @@ def _bert(path, hidden_act: str) -> None:
 
     ids = torch.randint(0, 100, (BATCH, SEQ))
     ones = torch.ones((BATCH, SEQ), dtype=torch.int64)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
     torch.onnx.export(
-        Outputs(), (ids, ones, torch.zeros_like(ones)), str(path), dynamo=False, opset_version=17,
-        input_names=["input_ids", "attention_mask", "token_type_ids"],
+        Outputs(), (ids, ones, torch.zeros_like(ones)), str(path), dynamo=False,
+        opset_version=17, input_names=names,
         output_names=["last_hidden_state", "pooler_output"],
+        dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names} if dynamic else None,
     )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    "hidden_act, gelu", [("gelu", "BiasGelu"), ("gelu_new", "FastGelu")]
-)
-def test_onnxruntime_optimized_bert_matches_onnxruntime(tmp_path, hidden_act, gelu):
+    "hidden_act, gelu, dynamic",
+    [("gelu", "BiasGelu", False), ("gelu_new", "FastGelu", False),
+     ("gelu", "BiasGelu", True)],
+)  # fmt: skip
+def test_onnxruntime_optimized_bert_matches_onnxruntime(
+    tmp_path, hidden_act, gelu, dynamic
+):
+    """Exported at fixed shapes, or with batch and sequence dims named (the
+    optimizer then fuses the embeddings into EmbedLayerNormalization; smelt
+    compiles it at the feeds' shapes)."""
     from onnxruntime.transformers.optimizer import optimize_model
 
-    _bert(tmp_path / "bert.onnx", hidden_act)
+    _bert(tmp_path / "bert.onnx", hidden_act, dynamic)
     optimize_model(
         str(tmp_path / "bert.onnx"), model_type="bert", num_heads=HEADS,
         hidden_size=HIDDEN, opt_level=0,
@@ -70,6 +80,7 @@ def test_onnxruntime_optimized_bert_matches_onnxruntime(tmp_path, hidden_act, ge
     )
     assert ops["Attention"] == 2 and ops["SkipLayerNormalization"] == 4, ops
     assert ops[gelu] == 2, ops
+    assert ops["EmbedLayerNormalization"] == int(dynamic), ops
     rng = np.random.default_rng(0)
     feeds = {
         "input_ids": rng.integers(0, 100, (BATCH, SEQ)).astype(np.int64),
@@ -79,7 +90,8 @@ def test_onnxruntime_optimized_bert_matches_onnxruntime(tmp_path, hidden_act, ge
     data = optimized.SerializeToString()
     session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
     want = session.run(None, feeds)
-    compiled = smelt.compile(onnx.load_from_string(data), "cpu")
+    shapes = {name: v.shape for name, v in feeds.items()} if dynamic else None
+    compiled = smelt.compile(onnx.load_from_string(data), "cpu", input_shapes=shapes)
     got = compiled.run(feeds)
     for name, expected in zip(compiled.output_names, want, strict=True):
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5,

@@ -162,6 +162,35 @@ def test_skip_simplified_layer_norm():
     check(m, {"x": x, "skip": skip})
 
 
+# ----- EmbedLayerNormalization -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "segments, mask, position_ids, outputs",
+    [(True, True, False, 2), (False, False, False, 2), (True, False, True, 3),
+     (False, True, True, 3), (True, False, False, 2)],
+)  # fmt: skip
+def test_embed_layer_norm(segments, mask, position_ids, outputs):
+    batch, seq, hidden = 2, 5, 16
+    inputs = {"ids": RNG.integers(0, 30, (batch, seq)).astype(np.int32)}
+    weights = {"words": rand(30, hidden), "positions": rand(8, hidden)}
+    order = ["ids", "", "words", "positions", "", "gamma", "beta", "", ""]
+    if segments:
+        inputs["segments"] = RNG.integers(0, 2, (batch, seq)).astype(np.int32)
+        weights["segment_table"] = rand(2, hidden)
+        order[1], order[4] = "segments", "segment_table"
+    weights |= {"gamma": rand(hidden), "beta": rand(hidden)}
+    if mask:
+        inputs["mask"] = np.array([[1, 1, 1, 0, 0], [1, 2, 1, 1, 0]], np.int32)
+        order[7] = "mask"
+    if position_ids:
+        inputs["position_ids"] = RNG.integers(0, 8, (batch, seq)).astype(np.int32)
+        order[8] = "position_ids"
+    m = contrib_model("EmbedLayerNormalization", inputs, weights, outputs=outputs,
+                      order=order, epsilon=1e-5)  # fmt: skip
+    check(m, inputs)
+
+
 # ----- Attention -------------------------------------------------------------
 
 
