@@ -231,6 +231,18 @@ def test_attention(mask, attrs):
     check(m, feeds)
 
 
+@pytest.mark.parametrize("bias_batch", [1, 2])
+def test_attention_with_an_attention_bias(bias_batch):
+    m, feeds = _attention(mask=LENGTHS)
+    bias = rand(bias_batch, 4, 6, 6)
+    feeds["attention_bias"] = bias
+    m.graph.input.append(
+        helper.make_tensor_value_info("attention_bias", TensorProto.FLOAT, bias.shape)
+    )
+    m.graph.node[0].input.extend(["", "attention_bias"])
+    check(m, feeds)
+
+
 def test_attention_with_qkv_hidden_sizes():
     m, feeds = _attention(sizes=[16, 16, 8])
     check(m, feeds)
