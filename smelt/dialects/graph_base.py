@@ -158,6 +158,11 @@ def shape_of(value: SSAValue | TensorType) -> Shape:
     return tuple(next(it) if d == DYNAMIC_INDEX else d for d in shape)
 
 
+def shape_str(shape: Sequence[DimLike]) -> str:
+    """`[2, 3]`, `[batch, 3, (H + 1) floordiv 2]`: a shape for messages."""
+    return "[" + ", ".join(map(str, shape)) + "]"
+
+
 def is_static(value: SSAValue | TensorType) -> bool:
     t = value if isinstance(value, TensorType) else value.type
     return isinstance(t, TensorType) and DYNAMIC_INDEX not in t.get_shape()
@@ -184,7 +189,7 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
         dims.discard(1)
         numbers = {d for d in dims if not isinstance(d, Dim)}
         if len(dims) > 1 and (len(numbers) != 1 or 0 in numbers):
-            shown = [[str(d) for d in s] for s in shapes]
+            shown = ", ".join(map(shape_str, shapes))
             raise VerifyException(
                 f"shapes {shown} broadcast only if dims {sorted(map(str, dims))} "
                 "are equal; fix them with input_shapes="

@@ -128,7 +128,16 @@ class ConcatOp(GraphOp):
             if len(s) != len(shapes[0]) or any(
                 a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis
             ):
-                raise VerifyException(f"concat shapes {shapes} differ off axis {axis}")
+                shown = ", ".join(map(shape_str, shapes))
+                hint = (
+                    " (for some values of their symbolic dims only; fix those "
+                    "with input_shapes=)"
+                    if any(isinstance(d, Dim) for t in shapes for d in t)
+                    else ""
+                )
+                raise VerifyException(
+                    f"concat shapes {shown} differ off axis {axis}{hint}"
+                )
         out = list(shapes[0])
         out[axis] = sum(s[axis] for s in shapes)
         return [tensor(types[0].element_type, out)]

@@ -41,9 +41,15 @@ def reshape_target(
         )
     if -1 in out:
         if known == 0 or total % known:
-            raise ctx.invalid(f"cannot reshape {list(src)} to {list(spec)}")
+            raise ctx.invalid(f"cannot reshape {g.shape_str(src)} to {list(spec)}")
         out[out.index(-1)] = total // known
     if math.prod(out) != total:
+        if any(isinstance(d, g.Dim) for d in src):  # valid for one value of them
+            raise g.SymbolicDimError(
+                f"{ctx.label}: cannot reshape {g.shape_str(src)} to {list(spec)} "
+                "for every value of its symbolic dims (the target fixes the element "
+                "count); fix them with input_shapes="
+            )
         raise ctx.invalid(
             f"cannot reshape {list(src)} to {list(spec)}: the element counts differ"
         )

@@ -396,3 +396,19 @@ def test_symbols_that_may_differ_are_refused_by_name():
     model = transformer(mask=("batch", "kv"))  # mask over another length
     with pytest.raises(SmeltError, match=r"Add.*\['kv', 'seq'\] are equal"):
         import_model(model, symbolic=True)
+
+
+def test_shapes_valid_for_one_value_only_are_refused_by_name():
+    """A Reshape to a fixed count (an export at batch 1) holds for one batch only."""
+    n = helper.make_node
+    nodes = [n("Reshape", ["x", "spec"], ["y"]), n("Concat", ["x", "z"], ["c"], axis=1)]
+    model = _model(
+        "fixed", nodes, [("x", ["batch", 8]), ("z", [1, 4])], ["y", "c"],
+        [_ints("spec", [1, 8])], 13,
+    )  # fmt: skip
+    with pytest.raises(SmeltError) as info:
+        import_model(model, symbolic=True)
+    message = str(info.value)
+    assert "Reshape#0: cannot reshape [batch, 8] to [1, 8] for every value" in message
+    assert "concat shapes [batch, 8], [1, 4] differ off axis 1 (for some" in message
+    assert import_model(model, input_shapes={"x": (1, 8)})  # fine at batch 1
