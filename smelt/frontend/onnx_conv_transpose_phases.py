@@ -3,20 +3,23 @@
 With stride s along a dim (dilation 1), output cell o' = t·s + p of the full
 (uncropped) output is
 
-    y[t·s + p] = sum over m < M of x[t - m] · w[m·s + p],   M = ceil(K / s),
+    y[t·s + p] = sum over m < M_p of x[t - m] · w[m·s + p],  M_p = ceil((K - p) / s),
 
-w zero-padded to M·s taps: each phase p is a stride-1 correlation of x with the
-flipped sub-kernel w[(M - 1 - j)·s + p]. All s_h·s_w phases run as one
-`graph.conv2d` whose output channels are (c_out, p_h, p_w) (the phases of a group
-stay in its block of channels), so the existing conv schedules (NCHW, the NHWC
-implicit GEMM) and the bias / activation fusion apply; a DepthToSpace-style
-reshape / transpose / reshape interleaves the phases and a slice applies the pads
-and output_padding. The conv reads x itself (its pads are in-kernel zero borders),
-and does (c_out·s_h·s_w)·(c_in/g)·M_h·M_w multiply-adds per input-sized output
-cell: the op's own count when s divides K; with K = 3, s = 2 the sub-kernels are
-zero-padded from 2 and 1 taps to 2 (9 → 16 products per four outputs, where zero
-insertion did 36). A dim with stride 1 keeps its dilation in the conv; a dim with
-both stride and dilation > 1 dilates the kernel (zero weights, rare).
+so each phase p is a stride-1 correlation of x with the flipped sub-kernel
+w[(M_p - 1 - j)·s + p]. When s divides K (every M_p = M = K / s) all s_h·s_w
+phases run as one `graph.conv2d` whose output channels are (c_out, p_h, p_w) (the
+phases of a group stay in its block of channels); otherwise each phase is its own
+conv with its own taps (K = 3, s = 2: 2x2, 2x1, 1x2 and 1x1), the results
+concatenated (p_h, p_w, c_out); a phase without taps (s > K) is the bias. Either
+way a DepthToSpace-style reshape / transpose / reshape interleaves the phases and a
+slice applies the pads, output_padding and output_shape. The convs read x itself
+(their pads are the conv's own zero borders) and do the op's own multiply-adds,
+c_in·c_out/g·kH·kW per input cell, plus the phase rows that the pads cut in part.
+They take the existing conv schedules (NCHW; the NHWC implicit GEMM) and the bias;
+an activation after the ConvTranspose follows the interleave, so it is a kernel of
+its own (graph-fuse fuses only what directly follows the conv). A dim with stride 1
+keeps its dilation in the conv; a dim with both stride and dilation > 1 dilates
+the kernel (zero weights: rare).
 
 The weight transform is made of graph ops, so it folds at import when the weight
 is a constant and runs as kernels when it is computed.
@@ -24,8 +27,9 @@ is a constant and runs as kernels when it is computed.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,21 +51,42 @@ class Dim:
     after: int
     start: int  # the slice of the interleaved rows that is the output
     length: int
+    spread: int = 1  # the dilation folded into the kernel (stride and dilation > 1)
 
     @staticmethod
     def of(size: int, k: int, s: int, d: int, lo: int, hi: int, out_pad: int) -> Dim:
         full = (size - 1) * s + (k - 1) * d + 1 + out_pad
         length = full - lo - hi
         kernel = (k - 1) * d + 1 if s > 1 else k
-        taps = -(-kernel // s)
         dilation = d if s == 1 else 1
         t_lo, t_hi = lo // s, (lo + length - 1) // s
-        rows = t_hi - t_lo + 1
-        span = (taps - 1) * dilation
-        before = span - t_lo
-        after = rows + span - size - before
         start = lo - t_lo * s
-        return Dim(s, taps, dilation, kernel, t_lo, rows, before, after, start, length)
+        dim = Dim(s, 0, dilation, kernel, t_lo, t_hi - t_lo + 1, 0, 0, start, length,
+                  d if s > 1 else 1)  # fmt: skip
+        return dim.with_taps(-(-kernel // s), size)
+
+    def with_taps(self, taps: int, size: int) -> Dim:
+        """This dim for a conv of `taps` taps over x of `size` rows."""
+        span = (taps - 1) * self.dilation
+        before = span - self.t_lo
+        after = self.rows + span - size - before
+        return replace(self, taps=taps, before=before, after=after)
+
+    def phase_taps(self, p: int) -> int:
+        """The real taps of phase p: k = p + m·s < K."""
+        if self.stride == 1:
+            return self.taps
+        real = range(0, self.kernel, self.spread)  # the rest are dilation's zeros
+        if not any(k % self.stride == p for k in real):
+            return 0
+        return max(0, -(-(self.kernel - p) // self.stride))
+
+    @property
+    def exact(self) -> bool:
+        """Whether every phase has all M taps (the stride divides the kernel)."""
+        if self.stride == 1:
+            return True
+        return self.kernel % self.stride == 0 and self.spread == 1
 
 
 def conv_transpose_2d(
@@ -77,41 +102,44 @@ def conv_transpose_2d(
     hi: Sequence[int],
 ) -> Value | None:
     """The 2-D ConvTranspose of x (N, C_in, H, W) by w (C_in, C_out / g, kH, kW)
-    plus bias b, or None when x would be cropped to nothing (the caller's
-    zero-insertion form handles that corner)."""
+    plus bias b, or None when the pads leave no output or x would be cropped to
+    nothing (the caller's zero-insertion form refuses or handles those)."""
     n, c_in, *spatial = shape_of(x)
     _, og, *kernel = shape_of(w)
+    c_out = og * group
     dims = [
         Dim.of(spatial[i], kernel[i], strides[i], dilations[i], lo[i], hi[i],
                out_pad[i])
         for i in range(2)
     ]  # fmt: skip
-    if any(size - max(0, -d.before) - max(0, -d.after) <= 0
-           for d, size in zip(dims, spatial)):  # fmt: skip
-        return None
-    x = _crop(ctx, x, dims)
-    phases = dims[0].stride * dims[1].stride
+    if any(d.length <= 0 for d in dims) or _cropped_away(dims, spatial):
+        return None  # the zero-insertion form names the pads that do this
+    sh, sw = dims[0].stride, dims[1].stride
+    phases = sh * sw
     weight = _phase_weight(ctx, w, group, dims, dilations)
-    bias = ctx.emit(g.ExpandOp, [ctx.reshape(b, (og * group, 1))],
-                    shape=[og * group, phases])[0]  # fmt: skip
-    bias = ctx.reshape(bias, (og * group * phases,))
-    pads = [max(0, d.before) for d in dims] + [max(0, d.after) for d in dims]
-    y = ctx.emit(
-        g.Conv2dOp,
-        [x, weight, bias],
-        strides=[1, 1],
-        pads=pads,
-        dilations=[d.dilation for d in dims],
-        group=group,
-        layout="nchw",
-    )[0]
     rows = [d.rows for d in dims]
+    if all(d.exact for d in dims):
+        # one conv, output channels (c_out, p_h, p_w)
+        bias = ctx.emit(g.ExpandOp, [ctx.reshape(b, (c_out, 1))],
+                        shape=[c_out, phases])[0]  # fmt: skip
+        bias = ctx.reshape(bias, (c_out * phases,))
+        y = _conv(ctx, x, weight, bias, group, dims)
+        split = (n, c_out, sh, sw, *rows)
+        perm = [0, 1, 4, 2, 5, 3]
+    else:
+        # one conv per phase, each with its own taps; concatenated (p_h, p_w, c_out)
+        parts = []
+        for ph, pw in itertools.product(range(sh), range(sw)):
+            taps = [dims[0].phase_taps(ph), dims[1].phase_taps(pw)]
+            parts.append(_phase(ctx, x, weight, b, group, dims, (ph, pw), taps))
+        y = parts[0] if phases == 1 else ctx.emit(g.ConcatOp, parts, axis=1)[0]
+        split = (n, sh, sw, c_out, *rows)
+        perm = [0, 3, 4, 1, 5, 2]
     if phases > 1:
-        sh, sw = dims[0].stride, dims[1].stride
-        y = ctx.reshape(y, (n, og * group, sh, sw, *rows))
-        y = ctx.emit(g.TransposeOp, [y], perm=[0, 1, 4, 2, 5, 3])[0]
+        y = ctx.reshape(y, split)
+        y = ctx.emit(g.TransposeOp, [y], perm=perm)[0]
         rows = [rows[0] * sh, rows[1] * sw]
-        y = ctx.reshape(y, (n, og * group, *rows))
+        y = ctx.reshape(y, (n, c_out, *rows))
     starts = [d.start for d in dims]
     ends = [d.start + d.length for d in dims]
     if starts == [0, 0] and ends == rows:
@@ -120,9 +148,65 @@ def conv_transpose_2d(
         g.SliceOp,
         [y],
         starts=[0, 0, *starts],
-        ends=[n, og * group, *ends],
+        ends=[n, c_out, *ends],
         steps=[1, 1, 1, 1],
     )[0]
+
+
+def _conv(
+    ctx: NodeContext, x: Value, w: Value, b: Value, group: int, dims: Sequence[Dim]
+) -> Value:
+    """The stride-1 conv of x (cropped where a pad is negative) by w."""
+    x = _crop(ctx, x, dims)
+    pads = [max(0, d.before) for d in dims] + [max(0, d.after) for d in dims]
+    return ctx.emit(
+        g.Conv2dOp,
+        [x, w, b],
+        strides=[1, 1],
+        pads=pads,
+        dilations=[d.dilation for d in dims],
+        group=group,
+        layout="nchw",
+    )[0]
+
+
+def _phase(
+    ctx: NodeContext,
+    x: Value,
+    weight: Value,
+    b: Value,
+    group: int,
+    dims: Sequence[Dim],
+    phase: tuple[int, int],
+    taps: Sequence[int],
+) -> Value:
+    """Phase (p_h, p_w) alone: the conv by its real taps (the last `taps` of the
+    flipped sub-kernel; channel o·P + p of `weight`), or the bias where it has
+    none (a stride larger than the kernel)."""
+    n, _, *spatial = shape_of(x)
+    c_all, cg, m_h, m_w = shape_of(weight)
+    phases = dims[0].stride * dims[1].stride
+    c_out = c_all // phases
+    own = [d.with_taps(t, size) for d, t, size in zip(dims, taps, spatial)]
+    if 0 in taps or _cropped_away(own, spatial):
+        rows = [d.rows for d in dims]
+        bias = ctx.reshape(b, (1, c_out, 1, 1))
+        return ctx.emit(g.ExpandOp, [bias], shape=[n, c_out, *rows])[0]
+    first = phase[0] * dims[1].stride + phase[1]
+    sub = ctx.emit(
+        g.SliceOp,
+        [weight],
+        starts=[first, 0, m_h - taps[0], m_w - taps[1]],
+        ends=[c_all, cg, m_h, m_w],
+        steps=[phases, 1, 1, 1],
+    )[0]
+    return _conv(ctx, x, sub, b, group, own)
+
+
+def _cropped_away(dims: Sequence[Dim], spatial: Sequence[int]) -> bool:
+    """Whether the negative pads of `dims` would leave no row of x."""
+    return any(size - max(0, -d.before) - max(0, -d.after) <= 0
+               for d, size in zip(dims, spatial))  # fmt: skip
 
 
 def _crop(ctx: NodeContext, x: Value, dims: Sequence[Dim]) -> Value:
