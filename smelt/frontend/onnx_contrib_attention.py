@@ -5,9 +5,13 @@ is kept, `mask_filter_value` where it is masked, that value added again above
 the diagonal when unidirectional) and an attention bias, a softmax over the
 keys and the weighted sum of V, heads merged back.
 
+MultiHeadAttention is the same with query, key and value given apart (3-D,
+with an optional bias of Q + K + V hidden), key and value of their own length.
+
 Mask formats: none, 1-D key lengths (B) or end and start positions (2B), 2-D
 (B, T) and 3-D (B, S, T) 0/1 masks. Not supported (refused naming the node): the
-past / present key-value cache, the 4-D Megatron mask, rotary embeddings."""
+past / present key-value cache, the 4-D Megatron mask, rotary embeddings, packed
+query / key / value."""
 
 from __future__ import annotations
 
@@ -66,10 +70,12 @@ def _sizes(ctx: NodeContext, weights: Value, heads: int) -> tuple[int, int, int]
     return sizes[0], sizes[1], sizes[2]
 
 
-def _key_mask(ctx: NodeContext, m: Arith, batch: int, seq: int) -> Value | None:
-    """The additive mask of input 3, shaped to broadcast against the scores
-    (B, N, S, T): 0 where a key is kept, mask_filter_value where it is masked."""
-    mask = ctx.input(MASK)
+def _key_mask(
+    ctx: NodeContext, m: Arith, mask: Value | None, batch: int, queries: int, seq: int
+) -> Value | None:
+    """The additive mask `mask` (of `seq` keys), shaped to broadcast against the
+    scores (B, N, S, T): 0 where a key is kept, mask_filter_value where it is
+    masked."""
     if mask is None:
         return None
     fill = float(ctx.attr("mask_filter_value", -10000.0))
@@ -87,13 +93,13 @@ def _key_mask(ctx: NodeContext, m: Arith, batch: int, seq: int) -> Value | None:
     if shape == (batch, seq):
         kept = m.greater(mask, m.const(0, np.int32))
         return ctx.reshape(m.where(kept, 0.0, fill), (batch, 1, 1, seq))
-    if len(shape) == 3 and shape == (batch, shape[1], seq):
+    if shape == (batch, queries, seq):
         kept = m.greater(mask, m.const(0, np.int32))
-        return ctx.reshape(m.where(kept, 0.0, fill), (batch, 1, shape[1], seq))
+        return ctx.reshape(m.where(kept, 0.0, fill), (batch, 1, queries, seq))
     raise ctx.unsupported(
-        f"a mask_index of shape {list(shape)} is not supported (smelt imports "
-        f"({batch},), ({2 * batch},), ({batch}, {seq}) and ({batch}, S, {seq}) masks; "
-        "not the 4-D Megatron one)"
+        f"a mask of shape {list(shape)} is not supported (smelt imports "
+        f"({batch},), ({2 * batch},), ({batch}, {seq}) and ({batch}, {queries}, "
+        f"{seq}) masks; not the 4-D Megatron one)"
     )
 
 
@@ -121,7 +127,7 @@ def _attention(ctx: NodeContext) -> list[Value]:
         )
     batch, seq, _ = shape
     q_size, k_size, v_size = _sizes(ctx, weights, heads)
-    qkv = ctx.emit(g.MatMulOp, [x, weights])[0]
+    qkv = ctx.emit(g.MatMulOp, [x, weights])[0]  # (B, S, Q + K + V hidden)
     bias = ctx.input(2)
     if bias is not None:
         if tuple(shape_of(bias)) != (q_size + k_size + v_size,):
@@ -130,25 +136,86 @@ def _attention(ctx: NodeContext) -> list[Value]:
                 f"[{q_size + k_size + v_size}]"
             )
         qkv = m.add(qkv, bias)
-    q = _heads(ctx, _slice_last(ctx, qkv, 0, q_size), heads, [0, 2, 1, 3])
-    k = _heads(ctx, _slice_last(ctx, qkv, q_size, q_size + k_size), heads,
-               [0, 2, 3, 1])  # fmt: skip
-    v = _heads(ctx, _slice_last(ctx, qkv, q_size + k_size, q_size + k_size + v_size),
-               heads, [0, 2, 1, 3])  # fmt: skip
+    q = _slice_last(ctx, qkv, 0, q_size)
+    k = _slice_last(ctx, qkv, q_size, q_size + k_size)
+    v = _slice_last(ctx, qkv, q_size + k_size, q_size + k_size + v_size)
+    mask = _key_mask(ctx, m, ctx.input(MASK), batch, seq, seq)
+    return [_attend(ctx, m, q, k, v, heads, mask, ctx.input(ATTENTION_BIAS))]
+
+
+def _attend(
+    ctx: NodeContext,
+    m: Arith,
+    q: Value,
+    k: Value,
+    v: Value,
+    heads: int,
+    mask: Value | None,
+    attention_bias: Value | None,
+) -> Value:
+    """softmax(Q K^T * scale + mask (+ causal) + attention_bias) V per head,
+    of q (B, S, N * h), k (B, T, N * h) and v (B, T, N * hv): (B, S, N * hv)."""
+    batch, queries, q_size = shape_of(q)
+    keys = shape_of(k)[1]
+    v_size = shape_of(v)[2]
     scale = ctx.attr("scale")
     scale = float(scale) if scale else 1.0 / math.sqrt(q_size // heads)
+    q = _heads(ctx, q, heads, [0, 2, 1, 3])
+    k = _heads(ctx, k, heads, [0, 2, 3, 1])
+    v = _heads(ctx, v, heads, [0, 2, 1, 3])
     scores = m.mul(ctx.emit(g.MatMulOp, [q, k])[0], scale)  # (B, N, S, T)
-    mask = _key_mask(ctx, m, batch, seq)
     if ctx.attr("unidirectional", 0):
         fill = float(ctx.attr("mask_filter_value", -10000.0))
-        above = np.triu(np.full((seq, seq), fill, dtype), k=1)
+        above = np.triu(np.full((queries, keys), fill, m.dtype), k=1)
         mask = m.const(above) if mask is None else m.add(mask, above)
     if mask is not None:
         scores = m.add(scores, mask)
-    attention_bias = ctx.input(ATTENTION_BIAS)
     if attention_bias is not None:
         scores = m.add(scores, attention_bias)
     probs = ctx.emit(g.SoftmaxOp, [scores], axis=3)[0]
     out = ctx.emit(g.MatMulOp, [probs, v])[0]  # (B, N, S, hv)
     out = ctx.emit(g.TransposeOp, [out], perm=[0, 2, 1, 3])[0]
-    return [ctx.reshape(out, (batch, seq, v_size))]
+    return ctx.reshape(out, (batch, queries, v_size))
+
+
+@handles("MultiHeadAttention")
+def _multi_head_attention(ctx: NodeContext) -> list[Value]:
+    """Query, key and value given apart, each (B, length, hidden) (+ bias of
+    Q + K + V hidden), a key padding mask and an attention bias."""
+    q, k, v = ctx.inputs[0], ctx.input(1), ctx.input(2)
+    dtype = float_input(ctx, q, "query")
+    m = Arith(ctx, dtype)
+    for i in range(6, len(ctx.inputs)):
+        if ctx.input(i) is not None:
+            raise ctx.unsupported(
+                f"input {i} ('{ctx.node.input[i]}': a key-value cache) is not supported"
+            )
+    refuse_outputs(ctx, range(1, 4), "a key-value cache or the scores")
+    refuse_attrs(ctx, {"unidirectional": (0, 1)})
+    heads = int(ctx.attr("num_heads", 0))
+    if heads < 1:
+        raise ctx.invalid(f"attribute 'num_heads' is {heads}; it must be positive")
+    shapes = [shape_of(x) if x is not None else None for x in (q, k, v)]
+    if k is None or v is None or any(len(sh) != 3 for sh in shapes):
+        raise ctx.unsupported(
+            f"query, key and value of shapes {shapes} are not supported (smelt "
+            "imports three 3-D ones, (batch, length, hidden); not packed ones)"
+        )
+    batch, queries, q_size = shapes[0]
+    _, keys, k_size = shapes[1]
+    v_size = shapes[2][2]
+    if k_size != q_size or shapes[2][:2] != shapes[1][:2] or shapes[1][0] != batch:
+        raise ctx.invalid(f"its query, key and value shapes {shapes} do not fit")
+    if any(size % heads for size in (q_size, v_size)):
+        raise ctx.invalid(f"hidden sizes {q_size}, {v_size} must be multiples of "
+                          f"num_heads = {heads}")  # fmt: skip
+    bias = ctx.input(3)
+    if bias is not None:
+        if tuple(shape_of(bias)) != (2 * q_size + v_size,):
+            raise ctx.invalid(f"its bias has shape {list(shape_of(bias))}; it must "
+                              f"be [{2 * q_size + v_size}]")  # fmt: skip
+        q = m.add(q, _slice_last(ctx, bias, 0, q_size))
+        k = m.add(k, _slice_last(ctx, bias, q_size, 2 * q_size))
+        v = m.add(v, _slice_last(ctx, bias, 2 * q_size, 2 * q_size + v_size))
+    mask = _key_mask(ctx, m, ctx.input(4), batch, queries, keys)
+    return [_attend(ctx, m, q, k, v, heads, mask, ctx.input(5))]

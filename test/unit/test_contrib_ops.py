@@ -243,6 +243,34 @@ def test_attention_with_an_attention_bias(bias_batch):
     check(m, feeds)
 
 
+@pytest.mark.parametrize(
+    "keys, mask, bias, attrs",
+    [(6, None, False, {}), (9, "lengths", True, {}), (9, "raw", True, dict(scale=0.2)),
+     (6, "raw", False, dict(unidirectional=1)), (7, None, True, {})],
+)  # fmt: skip
+def test_multi_head_attention(keys, mask, bias, attrs):
+    batch, queries, hidden, v_hidden = 2, 6, 16, 8
+    inputs = {"q": rand(batch, queries, hidden), "k": rand(batch, keys, hidden),
+              "v": rand(batch, keys, v_hidden)}  # fmt: skip
+    weights, order = {}, ["q", "k", "v", "", "", ""]
+    if bias:
+        weights["bias"] = rand(2 * hidden + v_hidden)
+        order[3] = "bias"
+    if mask == "lengths":
+        inputs["mask"] = np.array([keys, 4], np.int32)
+    elif mask == "raw":
+        inputs["mask"] = RNG.integers(0, 2, (batch, keys)).astype(np.int32)
+        inputs["mask"][:, 0] = 1
+    if mask:
+        order[4] = "mask"
+    if keys == 7:
+        inputs["attention_bias"] = rand(1, 4, queries, keys)
+        order[5] = "attention_bias"
+    m = contrib_model("MultiHeadAttention", inputs, weights, order=order, num_heads=4,
+                      **attrs)  # fmt: skip
+    check(m, inputs)
+
+
 def test_attention_with_qkv_hidden_sizes():
     m, feeds = _attention(sizes=[16, 16, 8])
     check(m, feeds)
