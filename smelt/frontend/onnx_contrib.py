@@ -293,3 +293,28 @@ def _first_rows(ctx: NodeContext, table: Value, count: int) -> Value:
     width = shape_of(table)[1]
     return ctx.emit(g.SliceOp, [table], starts=[0, 0], ends=[count, width],
                     steps=[1, 1])[0]  # fmt: skip
+
+
+# ----- SimplifiedLayerNormalization (onnxruntime's, in the default domain) ----
+
+
+@HANDLERS.register("SimplifiedLayerNormalization")
+def _simplified_layer_norm(ctx: NodeContext) -> list[Value]:
+    """x / sqrt(mean(x ** 2) + epsilon) * scale over the dims from `axis` on;
+    output 1 is 1 / that root (onnxruntime's RMS norm, which its optimizer
+    writes in the default domain)."""
+    x, scale = ctx.inputs[:2]
+    dtype = float_input(ctx, x, "X")
+    rank = len(shape_of(x))
+    axis = int(ctx.attr("axis", -1))
+    if not -rank <= axis < rank:
+        raise ctx.invalid(f"attribute 'axis' is {axis}; X has rank {rank}")
+    axis %= rank
+    epsilon = float(ctx.attr("epsilon", 1e-5))
+    if not 0 <= epsilon < float("inf"):
+        raise ctx.invalid(f"attribute 'epsilon' is {epsilon}; it must be >= 0")
+    m = Arith(ctx, dtype)
+    mean = ctx.emit(g.ReduceMeanOp, [m.mul(x, x)], axes=list(range(axis, rank)),
+                    keepdims=1)[0]  # fmt: skip
+    inv = m.div(1.0, m.op(g.SqrtOp, m.add(mean, epsilon)))
+    return [m.mul(m.mul(x, inv), scale), inv][: len(ctx.node.output)]

@@ -35,6 +35,7 @@ from onnx import defs, external_data_helper, helper
 from smelt.errors import InvalidModel
 from smelt.frontend.onnx_load import graph_tensors
 from smelt.frontend.onnx_validate_nodes import (
+    ORT_DEFAULT_DOMAIN,
     WINDOW_OPS,
     against_schema,
     meaning_problems,
@@ -194,6 +195,38 @@ def _stft_onesided(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
+ORT_DOMAIN = "ai.onnxruntime.default"  # where the checker leaves them unchecked
+
+
+def _ort_ops_apart(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model`, or a copy whose default-domain nodes of onnxruntime's own ops
+    (ORT_DEFAULT_DOMAIN) without an onnx schema at the model's opset are moved
+    to a domain of their own: the checker would refuse them (no such op),
+    onnxruntime runs them. The rest is checked as before."""
+    opset = next(
+        (o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0
+    )
+
+    def foreign(node: onnx.NodeProto) -> bool:
+        if node.domain not in DEFAULT_DOMAINS or node.op_type not in ORT_DEFAULT_DOMAIN:
+            return False
+        try:
+            defs.get_schema(node.op_type, opset, "")
+        except defs.SchemaError:
+            return True
+        return False
+
+    if not any(foreign(n) for n in _all_nodes(model)):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in _all_nodes(copy):
+        if foreign(node):
+            node.domain = ORT_DOMAIN
+    copy.opset_import.append(helper.make_opsetid(ORT_DOMAIN, 1))
+    return copy
+
+
 # Formalities the checker insists on and onnxruntime does not (nor smelt, whose
 # import has succeeded by now): every graph input and output typed and shaped
 # (runtimes infer them), and before IR version 4 every initializer listed as a
@@ -214,7 +247,7 @@ def full_check(model: onnx.ModelProto) -> None:
     if model.ByteSize() > FULL_CHECK_LIMIT:
         return  # too large for the checker's in-memory form; ours above still ran
     try:
-        checked = _with_output_types(_stft_onesided(model))
+        checked = _with_output_types(_stft_onesided(_ort_ops_apart(model)))
         onnx.checker.check_model(checked, full_check=True)
     except Exception as e:  # noqa: BLE001 (the checker's errors have no common base)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

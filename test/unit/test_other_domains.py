@@ -141,3 +141,35 @@ def test_default_domain_ops_without_its_opset_claim_only_the_checker():
     assert isinstance(_ort(nothing, {"x": x}), Exception)  # refused: no opset at all
     with pytest.raises(InvalidModel, match="onnxruntime refuses it too"):
         smelt.compile(nothing, "cpu")
+
+
+@pytest.mark.parametrize(
+    "op, opset, outputs",
+    [("LayerNormalization", 13, 1), ("LayerNormalization", 16, 3),
+     ("SimplifiedLayerNormalization", 13, 1), ("SimplifiedLayerNormalization", 17, 2)],
+)  # fmt: skip
+def test_onnxruntimes_own_default_domain_norms(op, opset, outputs):
+    """onnxruntime registers these in the default domain at every opset (its
+    optimizer writes them; onnx has LayerNormalization from opset 17 only):
+    smelt once refused the first as 'does not exist in opset 13; onnxruntime
+    refuses it too'."""
+    rng = np.random.default_rng(0)
+    scale = numpy_helper.from_array(rng.random((3, 8)).astype(np.float32) + 0.5, "s")
+    bias = numpy_helper.from_array(rng.standard_normal((3, 8)).astype(np.float32), "b")
+    names = ["x", "s", "b"] if op == "LayerNormalization" else ["x", "s"]
+    outs = [f"y{i}" for i in range(outputs)]
+    node = helper.make_node(op, names, outs, axis=-2, epsilon=1e-4)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+        [scale, bias] if op == "LayerNormalization" else [scale],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    x = (rng.standard_normal((2, 3, 8)) * 3).astype(np.float32)
+    want = _ort(model, {"x": x})
+    assert not isinstance(want, Exception), want
+    compiled = smelt.compile(model, "cpu")
+    got = compiled.run({"x": x})
+    for name, expected in zip(compiled.output_names, want, strict=True):
+        assert got[name].shape == expected.shape, name
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
