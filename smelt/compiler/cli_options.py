@@ -105,8 +105,10 @@ COMPILE_OPTIONS = {
 PIPELINE_OPTIONS = ("level", "threads", "cpu", "pipeline", "precision")
 """The flags that choose the CPU pipeline (`pipeline_of`)."""
 
-BUILD = ("input_shape", "constant", *PIPELINE_OPTIONS, "random_weights",
-         "opt_level", "fast_math", "cache", "no_check_model", "memory_limit")  # fmt: skip
+BUILD = (
+    "input_shape", "constant", *PIPELINE_OPTIONS, "random_weights", "opt_level",
+    "fast_math", "cache", "no_check_model", "memory_limit",
+)  # fmt: skip
 """The flags of a cpu build: `smelt compile`'s; `smelt run` adds --target and
 --no-tf32."""
 

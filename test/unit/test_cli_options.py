@@ -211,7 +211,8 @@ def test_names_are_checked_before_compiling_in_flag_words(mlp, tmp_path, capsys)
     out = str(tmp_path / "y.npz")
     assert cli.main(["run", mlp, "-q", "--constant", f"w={zeros}", "-o", out]) == 0
     b = numpy_helper.to_array(onnx.load(mlp).graph.initializer[1])
-    np.testing.assert_array_equal(np.load(out)["y"], np.maximum(b, 0)[None].repeat(2, 0))
+    relu_b = np.maximum(b, 0)[None].repeat(2, 0)
+    np.testing.assert_array_equal(np.load(out)["y"], relu_b)
 
 
 def test_one_line_joins_a_list_under_its_head():
@@ -243,7 +244,8 @@ def test_light_squeezenet_counts_one_way(tmp_path, capsys, flags):
 
 def test_option_errors_name_the_flag(mlp, capsys):
     assert cli.main(["run", mlp, "-q", "--no-tf32"]) == 1
-    assert "(--no-tf32) chooses how the gpu target multiplies" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(--no-tf32) chooses how the gpu target multiplies" in err
 
 
 def test_input_shape_against_the_dims_the_model_fixes(mlp, capsys):

@@ -92,7 +92,8 @@ def _conv_model(path: Path, dims: list) -> None:
             (rng.standard_normal(shape) * 0.3).astype(np.float32), name)
 
     nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1],
+                         name="conv"),
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
         helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
         helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
@@ -120,7 +121,8 @@ def _sr_model(path: Path) -> None:
     nodes = [
         helper.make_node("Equal", ["sr", "rate"], ["is16k"], name="is16k"),
         helper.make_node("If", ["is16k"], ["y"], name="if",
-                         then_branch=branch("then", 2.0), else_branch=branch("else", 3.0)),
+                         then_branch=branch("then", 2.0),
+                         else_branch=branch("else", 3.0)),
     ]  # fmt: skip
     graph = helper.make_graph(
         nodes, "with_sr",
@@ -185,7 +187,8 @@ def test_readme_command(command, folder):
             done = shell(as_run(producer), folder)
             assert done.returncode == 0, (producer, done.stdout, done.stderr)
     ran = shell(as_run(command), folder)
-    assert ran.returncode == 0, (as_run(command), ran.stdout[-3000:], ran.stderr[-3000:])
+    tail = ran.stdout[-3000:], ran.stderr[-3000:]
+    assert ran.returncode == 0, (as_run(command), *tail)
     if "--check" in command:
         assert "check PASSED" in ran.stdout, ran.stdout
     if " -o " in command:
