@@ -230,11 +230,14 @@ def _counted(text: str) -> int:
     return int(found[-1])
 
 
-@pytest.mark.parametrize("flags", [[], ["-p", "O1"]])
-def test_light_squeezenet_counts_one_way(tmp_path, capsys, flags):
+@pytest.mark.parametrize("model, flags", [
+    ("light_squeezenet", []), ("light_squeezenet", ["-p", "O1"]),
+    pytest.param("light_resnet50", [], marks=pytest.mark.slow),  # 76 on AVX-512
+])  # fmt: skip
+def test_light_models_count_one_way(tmp_path, capsys, model, flags):
     outs = []
-    for argv in (["run", "light_squeezenet", "-q"], ["report", "light_squeezenet"],
-                 ["show", "light_squeezenet", "-o", str(tmp_path / "g.json")]):
+    for argv in (["run", model, "-q"], ["report", model],
+                 ["show", model, "-o", str(tmp_path / "g.json")]):
         assert cli.main([*argv, *flags]) == 0
         outs.append(capsys.readouterr().out)
     assert len({_counted(out) for out in outs}) == 1, outs
