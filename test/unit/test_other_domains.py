@@ -173,3 +173,51 @@ def test_onnxruntimes_own_default_domain_norms(op, opset, outputs):
     for name, expected in zip(compiled.output_names, want, strict=True):
         assert got[name].shape == expected.shape, name
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
+
+
+def _loads(model: onnx.ModelProto) -> bool:
+    try:
+        onnxruntime.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+    except Exception:  # noqa: BLE001 (onnxruntime's errors share no base)
+        return False
+    return True
+
+
+def test_ops_before_their_opset_are_refused_by_onnxruntime_as_smelt_says():
+    """smelt refuses an op at an opset before onnx's first version of it and says
+    onnxruntime refuses it too: true for every op of onnx but ORT_DEFAULT_DOMAIN's
+    (which smelt imports or names as unsupported, without that claim)."""
+    from onnx import defs
+
+    from smelt.frontend.onnx_validate_nodes import ORT_DEFAULT_DOMAIN
+
+    onnxruntime.set_default_logger_severity(4)
+    first: dict[str, int] = {}
+    for s in defs.get_all_schemas_with_history():
+        if s.domain == "" and not s.deprecated:
+            first[s.name] = min(first.get(s.name, s.since_version), s.since_version)
+    loaded = set()
+    for op, version in sorted(first.items()):
+        if version <= 7:  # onnxruntime reads opsets from 7 on
+            continue
+        schema = defs.get_schema(op, version, "")
+        ins = [f"x{i}" for i in range(max(schema.min_input, 1))]
+        outs = [f"y{i}" for i in range(max(schema.min_output, 1))]
+        graph = helper.make_graph(
+            [helper.make_node(op, ins, outs)], "g",
+            [helper.make_tensor_value_info(i, TensorProto.FLOAT, [2, 3]) for i in ins],
+            [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+        )  # fmt: skip
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", version - 1)], ir_version=8
+        )
+        if _loads(model):
+            loaded.add(op)
+            try:
+                smelt.compile(model, "cpu")
+            except SmeltError as e:
+                assert not CLAIM.search(str(e)), str(e)
+    assert loaded <= ORT_DEFAULT_DOMAIN, loaded - ORT_DEFAULT_DOMAIN
+    assert loaded, "onnxruntime loads none: the check above checks nothing"
