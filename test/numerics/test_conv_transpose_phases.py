@@ -43,6 +43,7 @@ def _cases(rank: int) -> list[dict]:
     cases.append(dict(strides=[2] * rank, kernel=3, output_shape=[12, 14][:rank]))
     cases.append(dict(strides=[2] * rank, kernel=4, auto_pad="SAME_UPPER"))
     cases.append(dict(strides=[3] * rank, kernel=2, pads=[5] * 2 * rank))
+    cases.append(dict(strides=[2] * rank, kernel=4, group=4, pads=[1] * 2 * rank))
     return cases  # fmt: skip
 
 
