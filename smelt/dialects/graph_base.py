@@ -29,7 +29,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from smelt.dialects import symbolic, symbolic_text
+from smelt.dialects import symbolic_bounds, symbolic_text
 from smelt.dialects.symbolic import Dim, DimLike, SymbolicDimError
 
 Shape = tuple[DimLike, ...]  # ints, and symbolic `Dim`s where a dim is not fixed
@@ -197,7 +197,7 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
         if numbers and dims - numbers:  # a symbol broadcast with n: it is 1 or n
             n = next(iter(numbers))
             for d in dims - numbers:
-                symbolic.assume(f"{d} in {{1, {n}}}")
+                symbolic_bounds.assume(f"{d} in {{1, {n}}}")
         out.append(numbers.pop() if numbers else dims.pop() if dims else 1)
     return tuple(out)
 

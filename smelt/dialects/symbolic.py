@@ -1,18 +1,21 @@
 """Symbolic tensor dims: `Dim`, an integer polynomial of named dims (ONNX
 `dim_param`s) and of floor-divisions of such polynomials by constants.
 
-A `Dim` is kept in one canonical form (a sum of terms `coeff * atom * ...`, an atom
-being a symbol or `(poly) floordiv c`), so two equal expressions are `==`, hash
-alike and print alike; an expression that is a constant is a plain `int`, so static
+A `Dim` is kept in a canonical form (terms sorted, a floor-division's divisible
+part taken out, nested floor-divisions folded, gcds cancelled), so the shapes the
+shape rules compute alike are `==`, hash alike and print alike; two forms equal for
+every value but written apart (rare: H floordiv 2 + (H + 1) floordiv 2 is H) are
+different dims, which errs towards refusing. A constant is a plain `int`, so static
 shapes never hold a `Dim` and keep every fast path. `Dim`s mix with ints in `+ - *
 // %` as shape code writes them (the graph ops' shape rules run on them unchanged).
 
 Comparisons (`<`, `max`, `abs`, `bool`) decide with interval arithmetic over the
-symbols' range [1, DIM_MAX]; what that cannot decide is decided as if every symbol
-were large (validity checks such as "the kernel fits the padded input" pass), and
-the fact assumed is recorded (`collect_assumptions`) so that a run-time check can
-hold a shape to it. What stays undecidable (`b - s < 0`), and any step that needs a
-number (`int()`, numpy), raises SymbolicDimError naming the expression.
+symbols' range [1, DIM_MAX] (`symbolic_bounds`); what that cannot decide is decided
+as if every symbol were large (validity checks such as "the kernel fits the padded
+input" pass), and the fact assumed is recorded (`collect_assumptions`) so that a
+run-time check or a range can hold a shape to it. What stays undecidable (`b - s <
+0`), and any step that needs a number (`int()`, numpy), raises SymbolicDimError
+naming the expression.
 
 Text form (the graph dialect's `#graph.dims`; `symbolic_text.parse` reads it):
 `batch`, `3*H*W`, `(H + 1) floordiv 2`; a name that is not an identifier is quoted:
@@ -23,10 +26,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 
 from smelt.errors import UnsupportedModel
 
@@ -340,123 +341,8 @@ def mod(a: DimLike, b: DimLike) -> DimLike:
     raise SymbolicDimError(f"cannot tell whether '{b}' divides '{a}'")
 
 
-# --- deciding comparisons -------------------------------------------------------------
-
-_ASSUMED: list[list[str]] = []
-
-
-@contextmanager
-def collect_assumptions() -> Iterator[list[str]]:
-    """Records (as text, `expr > 0` / `expr < 0`) each fact about the symbols that
-    a comparison assumed while the block runs."""
-    found: list[str] = []
-    _ASSUMED.append(found)
-    try:
-        yield found
-    finally:
-        _ASSUMED.remove(found)
-
-
-def assume(fact: str) -> None:
-    """Records `fact` (text) in the assumptions being collected."""
-    for found in _ASSUMED:
-        if fact not in found:
-            found.append(fact)
-
-
-def interval(d: DimLike) -> tuple:
-    """Bounds of `d` over symbols in [1, DIM_MAX] (`relax` first writes each
-    floor-division as an exact quotient less a remainder, so that what cancels,
-    cancels: 2*(X floordiv 2) - X is in [-1, 0])."""
-    if not isinstance(d, Dim):
-        return d, d
-    rems: dict = {}
-    poly = relax(d, rems)
-    return _bounds(poly, rems)
-
-
-def relax(d: DimLike, rems: dict) -> dict:
-    """`d` as a polynomial with Fraction coefficients over the symbols and one
-    remainder variable per floor-division (`rems`: atom -> (index, divisor)):
-    N floordiv c = (N - r) / c with r in [0, c - 1]."""
-    if not isinstance(d, Dim):
-        return {(): Fraction(d)} if d else {}
-    out: dict = {}
-    for m, c in d.terms:
-        term = {(): Fraction(c)}
-        for a in m:
-            if isinstance(a, str):
-                factor = {(("s", a),): Fraction(1)}
-            else:
-                index = rems.setdefault(a, (len(rems), a.den))[0]
-                factor = relax(a.num, rems)
-                factor[(("r", index),)] = factor.get((("r", index),), 0) - 1
-                factor = {k: v / a.den for k, v in factor.items()}
-            term = _rmul(term, factor)
-        for k, v in term.items():
-            out[k] = out.get(k, 0) + v
-    return {k: v for k, v in out.items() if v}
-
-
-def _rmul(a: dict, b: dict) -> dict:
-    out: dict = {}
-    for m1, c1 in a.items():
-        for m2, c2 in b.items():
-            m = tuple(sorted(m1 + m2))
-            out[m] = out.get(m, 0) + c1 * c2
-    return out
-
-
-def _bounds(poly: dict, rems: dict | None = None) -> tuple:
-    ranges = {("r", i): (0, den - 1) for i, den in (rems or {}).values()}
-    lo = hi = Fraction(0)
-    for m, c in poly.items():
-        m_lo = m_hi = 1
-        for var in m:
-            v_lo, v_hi = (1, DIM_MAX) if var[0] == "s" else ranges[var]
-            m_lo, m_hi = m_lo * v_lo, m_hi * v_hi
-        if c > 0:
-            lo, hi = lo + c * m_lo, hi + c * m_hi
-        else:
-            lo, hi = lo + c * m_hi, hi + c * m_lo
-    return lo, hi
-
-
-_DECIDE = {  # (true when the bounds lo, hi say, false when they say)
-    ">": (lambda lo, hi: lo > 0, lambda lo, hi: hi <= 0),
-    ">=": (lambda lo, hi: lo >= 0, lambda lo, hi: hi < 0),
-    "<": (lambda lo, hi: hi < 0, lambda lo, hi: lo >= 0),
-    "<=": (lambda lo, hi: hi <= 0, lambda lo, hi: lo > 0),
-    "!=": (lambda lo, hi: lo > 0 or hi < 0, lambda lo, hi: lo == hi == 0),
-}
-
-
 def decide(d: DimLike, op: str) -> bool:
-    """`d op 0`: decided over the symbols' range [1, DIM_MAX], else as if the
-    symbols were large (the fact assumed is recorded), else SymbolicDimError."""
-    if not isinstance(d, Dim):
-        return {">": d > 0, ">=": d >= 0, "<": d < 0, "<=": d <= 0, "!=": d != 0}[op]
-    rems: dict = {}
-    poly = relax(d, rems)
-    lo, hi = _bounds(poly, rems)
-    true, false = _DECIDE[op]
-    if true(lo, hi) or false(lo, hi):
-        return true(lo, hi)
-    # as if the symbols were large: the sign of the terms that grow fastest
-    degree = {m: sum(v[0] == "s" for v in m) for m in poly}
-    top = max(degree.values())
-    lead = {c > 0 for m, c in poly.items() if top and degree[m] == top}
-    if len(lead) != 1:
-        raise SymbolicDimError(
-            f"cannot tell whether '{d}' {op} 0 (its symbols could make it either "
-            "way); fix one of its dims with input_shapes="
-        )
-    answer = op == "!=" or lead.pop() == (op in (">", ">="))
-    negated = {">": "<=", ">=": "<", "<": ">=", "<=": ">", "!=": "=="}
-    assume(f"{d} {op if answer else negated[op]} 0")
-    return answer
+    """`d op 0` (`symbolic_bounds.decide`)."""
+    from smelt.dialects import symbolic_bounds  # it builds on this module
 
-
-def sign(d: DimLike) -> int:
-    """-1, 0 or 1 (decided as `decide` does)."""
-    return 0 if not decide(d, "!=") else 1 if decide(d, ">") else -1
+    return symbolic_bounds.decide(d, op)

@@ -14,18 +14,16 @@ from onnx import TensorProto, helper, numpy_helper
 from xdsl.dialects import func
 
 from smelt.dialects import graph as g
-from smelt.dialects.symbolic import (
-    Dim,
-    SymbolicDimError,
-    collect_assumptions,
-    interval,
-    substitute,
-    sym,
-)
+from smelt.dialects.symbolic import Dim, SymbolicDimError, substitute, sym
+from smelt.dialects.symbolic_bounds import collect_assumptions, interval
 from smelt.dialects.symbolic_text import holds, parse
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import import_model
-from smelt.frontend.symbolic_import import dims_of, symbolic_shapes
+from smelt.frontend.symbolic_import import (
+    check_ranges,
+    dims_of,
+    symbolic_shapes,
+)
 
 B, H, W, S = sym("batch"), sym("H"), sym("W"), sym("seq")
 
@@ -54,6 +52,8 @@ def test_dim_algebra_matches_integers():
         if isinstance(e, Dim):
             assert parse(str(e)) == e, str(e)  # one canonical text
             lo, hi = interval(e)
+            assert lo <= value <= hi, str(e)
+            lo, hi = interval(e, {n: (1, 40) for n in env})  # ranges bound tighter
             assert lo <= value <= hi, str(e)
 
 
@@ -412,3 +412,23 @@ def test_shapes_valid_for_one_value_only_are_refused_by_name():
     assert "Reshape#0: cannot reshape [batch, 8] to [1, 8] for every value" in message
     assert "concat shapes [batch, 8], [1, 4] differ off axis 1 (for some" in message
     assert import_model(model, input_shapes={"x": (1, 8)})  # fine at batch 1
+
+
+def test_ranges_are_checked_against_what_the_import_assumed():
+    module = import_model(conv_net(), symbolic=True)
+    main, _ = _ops(module)
+    # the slice [1:-1] of (H + 7) floordiv 8 rows needs 2 rows or more
+    assert "(H + 7) floordiv 8 - 2 >= 0" in [
+        a.data for a in main.attributes["smelt.dim_assumptions"]
+    ]
+    check_ranges(module, {"batch": (1, 64), "H": (32, 2048), "W": (17, 640)})
+    assert dims_of(main) and "smelt.dim_ranges" in main.attributes
+    with pytest.raises(SmeltError, match=r"floordiv 8 - 2 >= 0 \(fails at H=8\)"):
+        check_ranges(module, {"H": (8, 2048)})
+    with pytest.raises(SmeltError, match="'height', which is not a symbolic dim"):
+        check_ranges(module, {"height": (8, 2048)})
+    # a symbol broadcast against a fixed 2 may be 1 or 2, not 4
+    fixed = import_model(transformer(), symbolic=True, input_shapes={"x": (2, 16, 64)})
+    check_ranges(fixed, {"batch": (1, 2), "seq": (16, 16)})
+    with pytest.raises(SmeltError, match=r"batch in \{1, 2\} \(fails at batch=4\)"):
+        check_ranges(fixed, {"batch": (1, 4), "seq": (16, 16)})
