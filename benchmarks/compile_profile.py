@@ -8,6 +8,7 @@ A fresh-process onnxruntime session on the same file is the reference.
 
     python benchmarks/compile_profile.py light_resnet50 light_densenet121 > out.md
     python benchmarks/compile_profile.py --reuse-ab light_resnet50 light_squeezenet
+    python benchmarks/compile_profile.py --share light_resnet50 --orders 8
 
 Times on a loaded machine are relative; the kernel counts are exact.
 """
@@ -230,6 +231,48 @@ def reuse_table(names: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SHARE_PASSES = (
+    "graph-fold-batchnorm,graph-convert-layout{layout=nhwc},graph-simplify,graph-fuse"
+)
+
+
+def share_table(name: str, orders: int, passes: str = SHARE_PASSES) -> str:
+    """How many of the kernels of `smelt explore NAME --passes P --orders N`'s
+    candidates are the same kernel (its IR after loop-dedup-kernels, SSA and
+    kernel names aside): what a kernel cache across compiles could reuse."""
+    import io
+    import re
+
+    from xdsl.printer import Printer
+
+    from smelt.compiler.cli_inputs import resolve_model
+    from smelt.compiler.driver import import_graph, lower
+    from smelt.compiler.explore_space import candidates
+    from smelt.compiler.pipelines import preset
+    from smelt.dialects.loop import is_kernel
+
+    path, seen, rows = resolve_model(name), set(), []
+    for c in candidates(preset("cpu", level="O3"), passes, orders, seed=0):
+        head = c.pipeline[: c.pipeline.index(f",{REUSE}") + len(REUSE) + 1]
+        module, texts = lower(import_graph(path), head), set()
+        for kernel in (op for op in module.ops if is_kernel(op)):
+            text = io.StringIO()
+            Printer(stream=text).print_op(kernel)
+            body = text.getvalue().replace(f"@{kernel.sym_name.data}", "@k", 1)
+            texts.add(re.sub(r"%[A-Za-z_][\w.$-]*", "%v", body))
+        new = len(texts - seen)
+        seen |= texts
+        rows.append(f"| {c.order} | {len(texts)} | {new} |")
+    total = sum(int(r.split("|")[2]) for r in rows)
+    return "\n".join([
+        f"## Kernels shared by `smelt explore {name} --passes {passes} "
+        f"--orders {orders}`", "",
+        "| candidate (order) | distinct kernels | not in an earlier candidate |",
+        "|---|---|---|", *rows,
+        f"| all | {total} | {len(seen)} |", "",
+    ])  # fmt: skip
+
+
 def _fresh(argv: list[str]) -> tuple[float, str]:
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, *argv], check=True, capture_output=True,
@@ -309,6 +352,9 @@ def main(argv=None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--reuse-ab", nargs="*", default=[],
                         help="models to compile with and without kernel reuse")
+    parser.add_argument("--share", metavar="MODEL",
+                        help="kernels shared by explore's candidates on MODEL")
+    parser.add_argument("--orders", type=int, default=8, help="with --share")
     parser.add_argument("--plain", help=argparse.SUPPRESS)
     parser.add_argument("--reuse", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -332,6 +378,8 @@ def main(argv=None) -> int:
         print(report(name, args.top), flush=True)
     if args.reuse_ab:
         print(reuse_table(args.reuse_ab), flush=True)
+    if args.share:
+        print(share_table(args.share, args.orders), flush=True)
     return 0
 
 
