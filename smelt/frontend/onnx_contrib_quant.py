@@ -9,6 +9,10 @@
 * QGemm: (A - a_zero_point) @ (B - b_zero_point) (+ C) accumulated in int32,
   as QLinearMatMul; times alpha * a_scale * b_scale, then requantized with
   y_scale / y_zero_point, or float when y_scale is absent.
+* MatMulIntegerToFloat, DynamicQuantizeMatMul (what onnxruntime's optimizer
+  makes of quantize_dynamic's DynamicQuantizeLinear + MatMulInteger + scale):
+  the int32 product as float times a_scale * b_scale, + bias; A quantized at
+  run time to uint8 as DynamicQuantizeLinear for the second.
 """
 
 from __future__ import annotations
@@ -185,3 +189,60 @@ def _qgemm(ctx: NodeContext) -> list[Value]:
         g.DivOp, [scale, _scalar_scale(ctx, y_scale, "output scale")]
     )[0]
     return ctx.emit(q.RequantizeOp, [acc, multiplier, _out_zero_point(ctx, y_zp, a)])
+
+
+def _integer_to_float(
+    ctx: NodeContext, acc: Value, a_scale: Value, b_scale: Value, bias: Value | None
+) -> Value:
+    """float(acc) * (a_scale * b_scale) (+ bias), onnxruntime's order."""
+    n = shape_of(acc)[-1]
+    if shape_of(b_scale) not in ((), (1,), (n,)):
+        raise ctx.invalid(f"its b_scale has shape {list(shape_of(b_scale))}; it "
+                          f"must be a scalar or [{n}]")  # fmt: skip
+    scale = ctx.emit(g.MulOp, [_scalar_scale(ctx, a_scale, "a scale"),
+                               _col_param(ctx, b_scale)])[0]  # fmt: skip
+    y = ctx.emit(g.MulOp, [ctx.emit(g.CastOp, [acc], to=dtypes.f32)[0], scale])[0]
+    if bias is not None:
+        if tuple(shape_of(bias)) != (n,):
+            raise ctx.invalid(f"its bias has shape {list(shape_of(bias))}; [{n}]")
+        y = ctx.emit(g.AddOp, [y, bias])[0]
+    return y
+
+
+@handles("MatMulIntegerToFloat")
+def _matmul_integer_to_float(ctx: NodeContext) -> list[Value]:
+    """(A - a_zero_point) @ (B - b_zero_point) in int32, then as float times
+    a_scale * b_scale, + bias."""
+    a, b, a_scale, b_scale, a_zp, b_zp, bias = (ctx.input(i) for i in range(7))
+    if a_zp is not None:
+        a_zp = _scalar_scale(ctx, a_zp, "a zero point")
+    acc = _matmul_integer(ctx, a, b, a_zp, b_zp)
+    return [_integer_to_float(ctx, acc, a_scale, b_scale, bias)]
+
+
+@handles("DynamicQuantizeMatMul")
+def _dynamic_quantize_matmul(ctx: NodeContext) -> list[Value]:
+    """A quantized to uint8 over the whole tensor as DynamicQuantizeLinear does
+    (its range widened to hold 0; a scale of 1 for an all-zero A, as onnxruntime),
+    then MatMulIntegerToFloat with B."""
+    a, b, b_scale, b_zp, bias = (ctx.input(i) for i in range(5))
+    float_input(ctx, a, "A")
+    if numpy_type_of(a) != np.float32:
+        raise ctx.unsupported(f"A of {numpy_type_of(a)} is not supported (float32)")
+    axes = list(range(len(shape_of(a))))
+    low = ctx.emit(g.ReduceMinOp, [a], axes=axes, keepdims=0)[0]
+    high = ctx.emit(g.ReduceMaxOp, [a], axes=axes, keepdims=0)[0]
+    zero, one = Const(np.float32(0)), Const(np.float32(1))
+    low = ctx.emit(g.MinOp, [low, zero])[0]
+    high = ctx.emit(g.MaxOp, [high, zero])[0]
+    span = ctx.emit(g.SubOp, [high, low])[0]
+    scale = ctx.emit(g.DivOp, [span, Const(np.float32(255))])[0]
+    flat = ctx.emit(g.EqualOp, [span, zero])[0]
+    scale = ctx.emit(g.WhereOp, [flat, one, scale])[0]
+    zp = ctx.emit(g.RoundOp, [ctx.emit(g.DivOp, [ctx.emit(g.NegOp, [low])[0],
+                                                  scale])[0]])[0]  # fmt: skip
+    zp = ctx.emit(g.ClipOp, [zp, zero, Const(np.float32(255))])[0]
+    zp = ctx.emit(g.CastOp, [zp], to=dtypes.ui8)[0]
+    quantized = ctx.emit(q.QuantizeOp, [a, scale, zp])[0]
+    acc = _matmul_integer(ctx, quantized, b, zp, b_zp)
+    return [_integer_to_float(ctx, acc, scale, b_scale, bias)]
