@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import onnx
 from onnx import defs, helper
 
+from smelt.dialects.symbolic import Dim
 from smelt.frontend.onnx_validate import DEFAULT_DOMAINS
 
 
@@ -216,4 +217,7 @@ def schema_defaults(
 
 
 def tensor_type(elem: int, shape: Sequence[int]) -> onnx.TypeProto:
-    return helper.make_tensor_type_proto(elem, list(shape))
+    """The TypeProto of a tensor; a symbolic dim (`symbolic.Dim`, #34) is written
+    as a dim_param of its text, so function bodies and onnx's inference see it."""
+    dims = [str(d) if isinstance(d, Dim) else d for d in shape]
+    return helper.make_tensor_type_proto(elem, dims)

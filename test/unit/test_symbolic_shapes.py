@@ -27,7 +27,7 @@ from smelt.frontend.symbolic_import import (
 
 B, H, W, S = sym("batch"), sym("H"), sym("W"), sym("seq")
 
-# --- the algebra ------------------------------------------------------------------------
+# --- the algebra ----------------------------------------------------------------------
 
 
 def _random_expr(rng: random.Random, env: dict, depth: int = 0):
@@ -432,3 +432,14 @@ def test_ranges_are_checked_against_what_the_import_assumed():
     check_ranges(fixed, {"batch": (1, 2), "seq": (16, 16)})
     with pytest.raises(SmeltError, match=r"batch in \{1, 2\} \(fails at batch=4\)"):
         check_ranges(fixed, {"batch": (1, 4), "seq": (16, 16)})
+
+
+@pytest.mark.parametrize(
+    ("op", "opset"), [("Gelu", 20), ("HardSwish", 14), ("Mish", 18)]
+)
+def test_ops_from_onnx_function_bodies_keep_symbolic_dims(op, opset):
+    """An op expanded from its onnx function body sees the symbols as dim_params."""
+    model = _model("f", [helper.make_node(op, ["x"], ["y"])],
+                   [("x", ["N", 4, "H", "W"])], ["y"], [], opset)  # fmt: skip
+    N = sym("N")
+    assert symbolic_shapes(import_model(model, symbolic=True))["y"] == (N, 4, H, W)
