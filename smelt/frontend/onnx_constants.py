@@ -119,10 +119,15 @@ def fix_inputs(
     inputs = {i.name: i for i in model.graph.input}
     unknown = sorted(set(constants) - set(inputs))
     if unknown:
+        # name the inputs a caller feeds: not the initializers that older models
+        # also list as graph inputs (the light models' weights, their `…__SHAPE`)
+        inits = {t.name for t in model.graph.initializer}
+        real = [name for name in inputs if name not in inits]
+        one = len(unknown) == 1
         raise SmeltError(
             f"constants names {', '.join(repr(n) for n in unknown)}, which "
-            f"{'is' if len(unknown) == 1 else 'are'} not model inputs (inputs: "
-            f"{', '.join(inputs) or 'none'})"
+            f"{'is not a model input' if one else 'are not model inputs'} "
+            f"(the model's inputs: {', '.join(real) or 'none'})"
         )
     both = sorted(set(constants) & set(input_shapes))
     if both:

@@ -23,6 +23,15 @@ from smelt.quantize.qdq import DEFAULT_OP_TYPES, Options, upgrade_for_quantizati
 from smelt.runtime.files import regular_file
 
 
+def size_change(before: int, after: int) -> str:
+    """'2.40× smaller' / '1.15× larger' / 'same size': `after` against `before`."""
+    if after < before:
+        return f"{before / max(after, 1):.2f}× smaller"
+    if after > before:
+        return f"{after / max(before, 1):.2f}× larger"
+    return "same size"
+
+
 @dataclass
 class QuantizeResult:
     """The QDQ model and what was measured while making it."""
@@ -48,9 +57,9 @@ class QuantizeResult:
             + (f", kept {len(self.kept)} in f32: {', '.join(self.kept)}" if self.kept
                else ""),
             f"model bytes: fp32 {self.fp32_bytes:,} → quantized {self.bytes:,} "
-            f"({self.fp32_bytes / max(self.bytes, 1):.2f}× smaller); weights "
+            f"({size_change(self.fp32_bytes, self.bytes)}); weights "
             f"{self.fp32_weight_bytes:,} → {self.weight_bytes:,} "
-            f"({self.weight_ratio:.2f}×)",
+            f"({size_change(self.fp32_weight_bytes, self.weight_bytes)})",
         ]  # fmt: skip
         acc = self.accuracy
         if acc is None:
