@@ -5,7 +5,8 @@ is kept, `mask_filter_value` where it is masked, that value added again above
 the diagonal when unidirectional) and an attention bias, a softmax over the
 keys and the weighted sum of V, heads merged back.
 
-MultiHeadAttention is the same with query, key and value given apart (3-D,
+QAttention is Attention of a quantized input and weights (their int32 product
+scaled to float, as MatMulIntegerToFloat). MultiHeadAttention is the same with query, key and value given apart (3-D,
 with an optional bias of Q + K + V hidden), key and value of their own length.
 
 Mask formats: none, 1-D key lengths (B) or end and start positions (2B), 2-D
@@ -23,6 +24,7 @@ from smelt.dialects import graph as g
 from smelt.frontend.onnx import NodeContext, Value, numpy_type_of, shape_of
 from smelt.frontend.onnx_arith import Arith
 from smelt.frontend.onnx_contrib import MS, float_input, refuse_attrs, refuse_outputs
+from smelt.frontend.onnx_contrib_quant import integer_to_float, matmul_integer
 from smelt.registry import Table
 
 HANDLERS = Table()  # listed in frontend/handlers.py
@@ -125,22 +127,67 @@ def _attention(ctx: NodeContext) -> list[Value]:
             f"its input {list(shape)} and weights {list(shape_of(weights))} must "
             "be (batch, sequence, input hidden) and (input hidden, Q+K+V hidden)"
         )
-    batch, seq, _ = shape
-    q_size, k_size, v_size = _sizes(ctx, weights, heads)
+    sizes = _sizes(ctx, weights, heads)
+    _check_bias(ctx, ctx.input(2), sum(sizes))
     qkv = ctx.emit(g.MatMulOp, [x, weights])[0]  # (B, S, Q + K + V hidden)
-    bias = ctx.input(2)
-    if bias is not None:
-        if tuple(shape_of(bias)) != (q_size + k_size + v_size,):
-            raise ctx.invalid(
-                f"its bias has shape {list(shape_of(bias))}; it must be "
-                f"[{q_size + k_size + v_size}]"
-            )
-        qkv = m.add(qkv, bias)
+    if ctx.input(2) is not None:
+        qkv = m.add(qkv, ctx.input(2))
+    mask = _key_mask(ctx, m, ctx.input(MASK), shape[0], shape[1], shape[1])
+    return [_split_attend(ctx, m, qkv, sizes, heads, mask, ctx.input(ATTENTION_BIAS))]
+
+
+def _check_bias(ctx: NodeContext, bias: Value | None, width: int) -> None:
+    if bias is not None and tuple(shape_of(bias)) != (width,):
+        raise ctx.invalid(
+            f"its bias has shape {list(shape_of(bias))}; it must be [{width}]"
+        )
+
+
+def _split_attend(
+    ctx: NodeContext,
+    m: Arith,
+    qkv: Value,
+    sizes: tuple[int, int, int],
+    heads: int,
+    mask: Value | None,
+    attention_bias: Value | None,
+) -> Value:
+    """Attention of the projections side by side in qkv (B, S, Q + K + V)."""
+    q_size, k_size, v_size = sizes
     q = _slice_last(ctx, qkv, 0, q_size)
     k = _slice_last(ctx, qkv, q_size, q_size + k_size)
     v = _slice_last(ctx, qkv, q_size + k_size, q_size + k_size + v_size)
-    mask = _key_mask(ctx, m, ctx.input(MASK), batch, seq, seq)
-    return [_attend(ctx, m, q, k, v, heads, mask, ctx.input(ATTENTION_BIAS))]
+    return _attend(ctx, m, q, k, v, heads, mask, attention_bias)
+
+
+@handles("QAttention")
+def _qattention(ctx: NodeContext) -> list[Value]:
+    """Attention of a quantized input and weights: the projection is the int32
+    product (input - its zero point) @ (weight - its zero point), as float
+    times input_scale * weight_scale, + bias (as MatMulIntegerToFloat); the rest
+    is Attention's in float."""
+    x, weights, bias, x_scale, w_scale = ctx.inputs[:5]
+    if ctx.input(8) is not None:
+        raise ctx.unsupported("input 8 (past: a key-value cache) is not supported")
+    refuse_outputs(ctx, range(1, 2), "present: a key-value cache")
+    refuse_attrs(ctx, {"unidirectional": (0, 1), "do_rotary": (0,),
+                       "past_present_share_buffer": (0,)})  # fmt: skip
+    heads = int(ctx.attr("num_heads", 0))
+    if heads < 1:
+        raise ctx.invalid(f"attribute 'num_heads' is {heads}; it must be positive")
+    shape = shape_of(x)
+    if len(shape) != 3 or len(shape_of(weights)) != 2:
+        raise ctx.invalid(
+            f"its input {list(shape)} and weights {list(shape_of(weights))} must "
+            "be (batch, sequence, input hidden) and (input hidden, Q+K+V hidden)"
+        )
+    sizes = _sizes(ctx, weights, heads)
+    _check_bias(ctx, bias, sum(sizes))
+    acc = matmul_integer(ctx, x, weights, ctx.input(6), ctx.input(7))
+    qkv = integer_to_float(ctx, acc, x_scale, w_scale, bias)
+    m = Arith(ctx, np.dtype(np.float32))
+    mask = _key_mask(ctx, m, ctx.input(5), shape[0], shape[1], shape[1])
+    return [_split_attend(ctx, m, qkv, sizes, heads, mask, None)]
 
 
 def _attend(

@@ -191,7 +191,7 @@ def _qgemm(ctx: NodeContext) -> list[Value]:
     return ctx.emit(q.RequantizeOp, [acc, multiplier, _out_zero_point(ctx, y_zp, a)])
 
 
-def _integer_to_float(
+def integer_to_float(
     ctx: NodeContext, acc: Value, a_scale: Value, b_scale: Value, bias: Value | None
 ) -> Value:
     """float(acc) * (a_scale * b_scale) (+ bias), onnxruntime's order."""
@@ -209,15 +209,22 @@ def _integer_to_float(
     return y
 
 
+def matmul_integer(
+    ctx: NodeContext, a: Value, b: Value, a_zp: Value | None, b_zp: Value | None
+) -> Value:
+    """(a - a_zp) @ (b - b_zp) in int32, a_zp a scalar."""
+    if a_zp is not None:
+        a_zp = _scalar_scale(ctx, a_zp, "a zero point")
+    return _matmul_integer(ctx, a, b, a_zp, b_zp)
+
+
 @handles("MatMulIntegerToFloat")
 def _matmul_integer_to_float(ctx: NodeContext) -> list[Value]:
     """(A - a_zero_point) @ (B - b_zero_point) in int32, then as float times
     a_scale * b_scale, + bias."""
     a, b, a_scale, b_scale, a_zp, b_zp, bias = (ctx.input(i) for i in range(7))
-    if a_zp is not None:
-        a_zp = _scalar_scale(ctx, a_zp, "a zero point")
-    acc = _matmul_integer(ctx, a, b, a_zp, b_zp)
-    return [_integer_to_float(ctx, acc, a_scale, b_scale, bias)]
+    acc = matmul_integer(ctx, a, b, a_zp, b_zp)
+    return [integer_to_float(ctx, acc, a_scale, b_scale, bias)]
 
 
 @handles("DynamicQuantizeMatMul")
@@ -245,4 +252,4 @@ def _dynamic_quantize_matmul(ctx: NodeContext) -> list[Value]:
     zp = ctx.emit(g.CastOp, [zp], to=dtypes.ui8)[0]
     quantized = ctx.emit(q.QuantizeOp, [a, scale, zp])[0]
     acc = _matmul_integer(ctx, quantized, b, zp, b_zp)
-    return [_integer_to_float(ctx, acc, scale, b_scale, bias)]
+    return [integer_to_float(ctx, acc, scale, b_scale, bias)]

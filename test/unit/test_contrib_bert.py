@@ -81,18 +81,48 @@ def test_onnxruntime_optimized_bert_matches_onnxruntime(
     assert ops["Attention"] == 2 and ops["SkipLayerNormalization"] == 4, ops
     assert ops[gelu] == 2, ops
     assert ops["EmbedLayerNormalization"] == int(dynamic), ops
+    feeds = _feeds()
+    shapes = {name: v.shape for name, v in feeds.items()} if dynamic else None
+    _check(optimized, feeds, shapes)
+
+
+def _feeds() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    feeds = {
+    return {
         "input_ids": rng.integers(0, 100, (BATCH, SEQ)).astype(np.int64),
         "attention_mask": (np.arange(SEQ) < np.array([[SEQ], [9]])).astype(np.int64),
         "token_type_ids": (np.arange(SEQ) >= np.array([[8], [5]])).astype(np.int64),
     }
-    data = optimized.SerializeToString()
+
+
+def _check(model: onnx.ModelProto, feeds: dict, shapes: dict | None) -> None:
+    data = model.SerializeToString()
     session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
     want = session.run(None, feeds)
-    shapes = {name: v.shape for name, v in feeds.items()} if dynamic else None
     compiled = smelt.compile(onnx.load_from_string(data), "cpu", input_shapes=shapes)
     got = compiled.run(feeds)
     for name, expected in zip(compiled.output_names, want, strict=True):
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5,
                                    err_msg=name)  # fmt: skip
+
+
+def test_quantize_dynamic_of_the_optimized_bert_matches_onnxruntime(tmp_path):
+    """onnxruntime's quantize_dynamic of the optimized file (uint8 weights):
+    QAttention, DynamicQuantizeLinear + MatMulInteger."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    _bert(tmp_path / "bert.onnx", "gelu", False)
+    optimize_model(
+        str(tmp_path / "bert.onnx"), model_type="bert", num_heads=HEADS,
+        hidden_size=HIDDEN, opt_level=0,
+    ).save_model_to_file(str(tmp_path / "optimized.onnx"))  # fmt: skip
+    quantize_dynamic(
+        str(tmp_path / "optimized.onnx"), str(tmp_path / "q.onnx"),
+        weight_type=QuantType.QUInt8,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )  # fmt: skip
+    model = onnx.load(tmp_path / "q.onnx")
+    ops = collections.Counter(n.op_type for n in model.graph.node)
+    assert ops["QAttention"] == 2 and ops["MatMulInteger"] > 0, ops
+    _check(model, _feeds(), None)

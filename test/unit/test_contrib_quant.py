@@ -78,3 +78,24 @@ def test_matmul_integer_to_float():
     order = ["a", "b", "a_scale", "b_scale", "a_zp", "b_zp", "bias"]
     m = contrib_model("MatMulIntegerToFloat", {"a": a}, weights, order=order)
     check(m, {"a": a})
+
+
+@pytest.mark.parametrize("signed, mask", [(True, None), (False, "lengths"),
+                                          (True, "raw")])  # fmt: skip
+def test_qattention(signed, mask):
+    batch, seq, hidden = 2, 6, 16
+    x = RNG.integers(0, 256, (batch, seq, hidden)).astype(np.uint8)
+    w = _weights(hidden, 3 * hidden, False, signed)
+    weights = {"w": w["b"], "bias": rand(3 * hidden),
+               "x_scale": np.array(0.02, np.float32), "w_scale": w["b_scale"],
+               "x_zp": np.array(128, np.uint8), "w_zp": w["b_zp"]}  # fmt: skip
+    inputs = {"x": x}
+    order = ["x", "w", "bias", "x_scale", "w_scale", "", "x_zp", "w_zp"]
+    if mask == "lengths":
+        inputs["mask"] = np.array([6, 3], np.int32)
+    elif mask == "raw":
+        inputs["mask"] = np.array([[1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 1, 1]], np.int32)
+    if mask:
+        order[5] = "mask"
+    m = contrib_model("QAttention", inputs, weights, order=order, num_heads=4)
+    check(m, inputs)
