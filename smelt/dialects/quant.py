@@ -42,6 +42,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
 from smelt.dialects.graph_base import GraphOp, broadcast_shapes, shape_of, tensor
+from smelt.dialects.quant_conv import DwConvOp
 from smelt.dialects.quant_gemm import Im2ColOp, QGemmOp
 
 # --- storage and expressed types ---------------------------------------------------
@@ -379,6 +380,6 @@ class RequantizeOp(_QuantOp):
 
 Quant = Dialect(
     "quant",
-    [QuantizeOp, DequantizeOp, RequantizeOp, QGemmOp, Im2ColOp],
+    [QuantizeOp, DequantizeOp, RequantizeOp, QGemmOp, Im2ColOp, DwConvOp],
     [UniformQuantizedType],
 )

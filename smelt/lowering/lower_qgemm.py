@@ -49,6 +49,7 @@ from smelt.dialects.quant_gemm import (
 )
 from smelt.errors import SmeltError
 from smelt.lowering.loop_context import LoweringContext
+from smelt.lowering.lower_qconv_dw import LOWERINGS as DWCONV_LOWERINGS
 
 
 def _constant_int(op: QGemmOp, value: SSAValue, what: str) -> int:
@@ -143,4 +144,4 @@ def lower_im2col(ctx: LoweringContext, op: Im2ColOp) -> None:
         k.store(value, dst, [b, y, x, k.affine([(i, kw * c), (j, c), (ch, 1)])])
 
 
-LOWERINGS = {QGemmOp: lower_qgemm, Im2ColOp: lower_im2col}
+LOWERINGS = {QGemmOp: lower_qgemm, Im2ColOp: lower_im2col, **DWCONV_LOWERINGS}

@@ -48,6 +48,7 @@ from xdsl.transforms.dead_code_elimination import dce
 from smelt.dialects import dtypes, graph, locations
 from smelt.dialects import quant as q
 from smelt.dialects.graph_base import shape_of, tensor
+from smelt.passes.quant_depthwise import MAX_TAPS
 from smelt.passes.quant_integer import (
     Dq,
     bias_real,
@@ -94,7 +95,9 @@ class FoldContraction(RewritePattern):
         if isinstance(core, graph.MatMulOp | graph.GemmOp):
             new = fold_matmul(core, bias, out, relu)
         elif isinstance(core, graph.Conv2dOp) and self.conv:
-            if core.attr("group") != 1 and not self.grouped_conv:
+            if core.attr("group") != 1 and not (
+                self.grouped_conv or _depthwise(core)
+            ):
                 return
             new = fold_conv(core, out, relu)
         else:
@@ -103,6 +106,18 @@ class FoldContraction(RewritePattern):
             return
         locations.inherit(new, core, *reversed(matched))
         rewriter.replace(op, new, [new[-1].results[0]])
+
+
+def _depthwise(conv: graph.Conv2dOp) -> bool:
+    """One filter per channel (group = C in = C out): quant-pack-gemm makes its
+    NHWC integer form a quant.dwconv, channels in vector lanes."""
+    nhwc = conv.attr("layout", "nchw") == "nhwc"
+    channels = shape_of(conv.input.type)[-1 if nhwc else 1]
+    out = shape_of(conv.weight.type)  # [O, C / group, KH, KW] (nhwc: [O, KH, KW, ·])
+    taps = out[1] * out[2] if nhwc else out[2] * out[3]
+    per_group = out[3] if nhwc else out[1]
+    group = conv.attr("group")
+    return group == channels == out[0] and per_group == 1 and taps <= MAX_TAPS
 
 
 class FoldFloatContraction(RewritePattern):
@@ -246,7 +261,9 @@ class QuantFoldQdqPass(ModulePass):
     loop nest it is slower than the float conv: the presets without NHWC turn
     it off)."""
     grouped_conv: bool = True
-    """Fold convs with groups > 1 too (no qgemm takes them: an i32 loop nest)."""
+    """Fold convs with groups > 1 too (no qgemm takes them: an i32 loop nest).
+    Depthwise convs (group = C in = C out) are folded either way: quant-pack-gemm
+    makes them a quant.dwconv."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fold = FoldContraction(self.conv, self.grouped_conv)

@@ -67,6 +67,7 @@ from smelt.dialects.quant_gemm import (
 )
 from smelt.dialects.quant_gemm import padded as padded_shape
 from smelt.dialects.target import cpu_target
+from smelt.passes.quant_depthwise import PackDepthwise
 from smelt.passes.quant_gemm_chain import Chain, const, match_chain, single
 from smelt.targets.cpu_spec import CpuSpec
 
@@ -288,6 +289,10 @@ class QuantPackGemmPass(ModulePass):
     name = "quant-pack-gemm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # depthwise convs: a loop nest of their own, on any target
+        depthwise = PatternRewriteWalker(PackDepthwise(), apply_recursively=False)
+        depthwise.rewrite_module(op)
+        dce(op)
         target = cpu_target(op)
         if target is None:
             return

@@ -192,11 +192,15 @@ func.func @conv_bn(%arg0: tensor<1x2x5x5xui8>) -> tensor<1x4x3x3xui8> {
   func.return %y : tensor<1x4x3x3xui8>
 }
 
-// Negative: a grouped conv has no qgemm form: its i32 conv stays.
-// CONV-LABEL: func.func @grouped_conv
-// CONV: graph.conv2d {{.*}} group = 2 : i64{{.*}} -> tensor<1x2x2x2xi32>
+// A depthwise conv (group = C in = C out) has no qgemm form: a quant.dwconv, the
+// weight [KH, KW, C], z_x = 3 folded into the bias (0 - 3 * 1), no pad (pads 0).
+// CONV-LABEL: func.func @depthwise_conv
+// CONV-DAG: graph.constant dense<1> : tensor<1x1x2xi32>
+// CONV-DAG: graph.constant dense<-3> : tensor<2xi32>
+// CONV: quant.dwconv {{.*}}kernel_shape = array<i64: 1, 1>{{.*}}relu = 0 : i64{{.*}} -> tensor<1x2x2x2xui8>
+// CONV-NOT: graph.conv2d
 // CONV-NOT: quant.qgemm
-func.func @grouped_conv(%arg0: tensor<1x2x2x2xui8>) -> tensor<1x2x2x2xui8> {
+func.func @depthwise_conv(%arg0: tensor<1x2x2x2xui8>) -> tensor<1x2x2x2xui8> {
   %xs = graph.constant dense<0.5> : tensor<f32>
   %xz = graph.constant dense<3> : tensor<ui8>
   %x = quant.dequantize %arg0, %xs, %xz : (tensor<1x2x2x2xui8>, tensor<f32>, tensor<ui8>) -> tensor<1x2x2x2xf32>
@@ -210,4 +214,26 @@ func.func @grouped_conv(%arg0: tensor<1x2x2x2xui8>) -> tensor<1x2x2x2xui8> {
   %yz = graph.constant dense<7> : tensor<ui8>
   %y = quant.quantize %c, %ys, %yz : (tensor<1x2x2x2xf32>, tensor<f32>, tensor<ui8>) -> tensor<1x2x2x2xui8>
   func.return %y : tensor<1x2x2x2xui8>
+}
+
+// Negative: a grouped conv that is not depthwise (2 groups of 2 channels) has
+// neither a qgemm nor a dwconv form: its i32 conv stays.
+// CONV-LABEL: func.func @grouped_conv
+// CONV: graph.conv2d {{.*}} group = 2 : i64{{.*}} -> tensor<1x2x2x4xi32>
+// CONV-NOT: quant.qgemm
+// CONV-NOT: quant.dwconv
+func.func @grouped_conv(%arg0: tensor<1x4x2x2xui8>) -> tensor<1x4x2x2xui8> {
+  %xs = graph.constant dense<0.5> : tensor<f32>
+  %xz = graph.constant dense<3> : tensor<ui8>
+  %x = quant.dequantize %arg0, %xs, %xz : (tensor<1x4x2x2xui8>, tensor<f32>, tensor<ui8>) -> tensor<1x4x2x2xf32>
+  %wq = graph.constant dense<1> : tensor<4x2x1x1xi8>
+  %ws = graph.constant dense<0.5> : tensor<f32>
+  %wz = graph.constant dense<0> : tensor<i8>
+  %w = quant.dequantize %wq, %ws, %wz : (tensor<4x2x1x1xi8>, tensor<f32>, tensor<i8>) -> tensor<4x2x1x1xf32>
+  %b = graph.constant dense<0.0> : tensor<4xf32>
+  %c = graph.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64, layout = "nchw"} : (tensor<1x4x2x2xf32>, tensor<4x2x1x1xf32>, tensor<4xf32>) -> tensor<1x4x2x2xf32>
+  %ys = graph.constant dense<0.5> : tensor<f32>
+  %yz = graph.constant dense<7> : tensor<ui8>
+  %y = quant.quantize %c, %ys, %yz : (tensor<1x4x2x2xf32>, tensor<f32>, tensor<ui8>) -> tensor<1x4x2x2xui8>
+  func.return %y : tensor<1x4x2x2xui8>
 }
