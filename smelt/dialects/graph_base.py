@@ -57,6 +57,11 @@ def to_attr(value: Any) -> Attribute:
     """A Python attribute value as a builtin attribute."""
     if isinstance(value, Attribute):
         return value
+    if isinstance(value, Dim):
+        raise SymbolicDimError(
+            f"dim '{value}' is symbolic, and a graph attribute needs a number; fix "
+            "it with input_shapes="
+        )
     if isinstance(value, bool | np.bool_):
         return IntegerAttr(int(value), i64)
     if isinstance(value, int | np.integer):

@@ -158,7 +158,9 @@ class Dim:
             "input_shapes= (or import without symbolic dims)"
         )
 
-    __index__ = __int__ = __float__ = _no_number
+    __index__ = __int__ = __float__ = __round__ = __trunc__ = _no_number
+    __floor__ = __ceil__ = __truediv__ = __rtruediv__ = _no_number
+    __pow__ = __rpow__ = __and__ = __rand__ = __or__ = __ror__ = _no_number
 
     # --- text and values --------------------------------------------------------------
 
