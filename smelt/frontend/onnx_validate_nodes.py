@@ -8,6 +8,9 @@ from __future__ import annotations
 import onnx
 from onnx import defs
 
+# Said of a problem that onnxruntime 1.32 does not refuse (the message then
+# claims no refusal of onnxruntime's; test_onnx_validate checks each kind)
+ORT_RUNS = "onnxruntime runs it"
 # INT attributes that ONNX defines as 0 or 1 (onnxruntime reads other values its
 # own way: keepdims=-1 keeps no dims there, smelt would keep them)
 FLAGS = {
@@ -86,7 +89,10 @@ def against_schema(
             got = onnx.AttributeProto.AttributeType.Name(int(attr.type))
             problems.append(f"attribute '{attr.name}' must be {want}, not {got}")
         elif attr.name in FLAGS and attr.type == attr.INT and attr.i not in (0, 1):
-            problems.append(f"attribute '{attr.name}' is {attr.i}; it must be 0 or 1")
+            problems.append(
+                f"attribute '{attr.name}' is {attr.i}; it must be 0 or 1 ({ORT_RUNS}, "
+                "reading the value its own way)"
+            )
     for what, count, low, high in (
         ("inputs", len(node.input), schema.min_input, schema.max_input),
         ("outputs", len(node.output), schema.min_output, schema.max_output),
@@ -152,7 +158,8 @@ def meaning_problems(node: onnx.NodeProto) -> list[str]:
     if node.op_type in EPSILON_OPS and not eps_ok:
         problems.append(
             f"attribute 'epsilon' is {eps.f:g}; it must be a finite number >= 0 "
-            "(it keeps the division by the standard deviation away from zero)"
+            "(it keeps the division by the standard deviation away from zero; "
+            f"{ORT_RUNS}, giving infinities or NaN)"
         )
     perm = attrs.get("perm")
     ints = list(perm.ints) if perm is not None and perm.type == perm.INTS else None
