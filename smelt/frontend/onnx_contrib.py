@@ -10,10 +10,10 @@ as compositions of graph ops where the composition computes the same formula:
 * EmbedLayerNormalization: BERT's embeddings (word, position, segment
   lookups) and their layer norm, with the mask's key counts.
 
-Attention is in `onnx_contrib_attention`, MatMulNBits and QGemm in
+Attention is in `onnx_contrib_attention`, the quantized ops in
 `onnx_contrib_quant`, FusedConv, FusedGemm and QuickGelu in `onnx_contrib_fused`
-(handlers are keyed "com.microsoft::Op"). Attribute values these decompositions do not cover are
-refused naming the node and the attribute."""
+(handlers are keyed "com.microsoft::Op"). Attribute values these decompositions
+do not cover are refused naming the node and the attribute."""
 
 from __future__ import annotations
 

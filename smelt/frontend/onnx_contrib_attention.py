@@ -6,8 +6,9 @@ the diagonal when unidirectional) and an attention bias, a softmax over the
 keys and the weighted sum of V, heads merged back.
 
 QAttention is Attention of a quantized input and weights (their int32 product
-scaled to float, as MatMulIntegerToFloat). MultiHeadAttention is the same with query, key and value given apart (3-D,
-with an optional bias of Q + K + V hidden), key and value of their own length.
+scaled to float, as MatMulIntegerToFloat). MultiHeadAttention is Attention with
+query, key and value given apart (3-D, with an optional bias of Q + K + V
+hidden), key and value of their own length.
 
 Mask formats: none, 1-D key lengths (B) or end and start positions (2B), 2-D
 (B, T) and 3-D (B, S, T) 0/1 masks. Not supported (refused naming the node): the

@@ -11,9 +11,11 @@ the last of two definitions, ignoring an attribute, or failing deep in a pass).
   than onnx's, and the graph has outputs. A model whose ops are all of other
   domains (ai.onnx.ml, ai.onnx.preview.training) passes: the importer names
   the ops it lacks;
-* each node's op (these checks are in `onnx_validate_nodes`) exists at the model's opset; its attributes exist in the op's
-  schema, with the schema's type, required ones present, 0/1 flags 0 or 1; its
-  input and output counts fit the schema; required inputs are not empty;
+* each node's op exists at the model's opset (but onnxruntime's own
+  ORT_DEFAULT_DOMAIN ops); its attributes exist in the op's schema, with the
+  schema's type, required ones present, 0/1 flags 0 or 1; its input and output
+  counts fit the schema; required inputs are not empty (these checks of one
+  node are in `onnx_validate_nodes`);
 * inputs that the schema binds to one type parameter have one element type, where
   the types are known (graph inputs, initializers, value_info);
 * windows (Conv, pools): pads not negative, strides, dilations and kernel sizes
@@ -120,7 +122,9 @@ def _weights_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto | None:
     )  # fmt: skip
     copy = _copy_fields(model, onnx.ModelProto(), skip="graph")
     copy.graph.CopyFrom(slim)
-    nested = any(external_data_helper.uses_external_data(t) for t in graph_tensors(slim))
+    nested = any(
+        external_data_helper.uses_external_data(t) for t in graph_tensors(slim)
+    )
     return None if nested else copy
 
 

@@ -52,7 +52,7 @@ def _bert(path, hidden_act: str, dynamic: bool) -> None:
         Outputs(), (ids, ones, torch.zeros_like(ones)), str(path), dynamo=False,
         opset_version=17, input_names=names,
         output_names=["last_hidden_state", "pooler_output"],
-        dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names} if dynamic else None,
+        dynamic_axes={n: {0: "batch", 1: "seq"} for n in names} if dynamic else None,
     )  # fmt: skip
 
 

@@ -73,8 +73,9 @@ def test_fused_conv(kind, params):
     attrs = dict(activation=kind) if kind else {}
     if params:
         attrs["activation_params"] = params
-    m = contrib_model("FusedConv", {"x": x, "z": z}, weights, order=["x", "w", "b", "z"],
-                      strides=[2, 2], pads=[1, 1, 1, 1], **attrs)  # fmt: skip
+    m = contrib_model("FusedConv", {"x": x, "z": z}, weights,
+                      order=["x", "w", "b", "z"], strides=[2, 2], pads=[1, 1, 1, 1],
+                      **attrs)  # fmt: skip
     check(m, {"x": x, "z": z})
 
 
@@ -87,7 +88,8 @@ def test_fused_conv(kind, params):
 def test_fused_gemm(kind, attrs):
     a = rand(3, 5)
     m = contrib_model("FusedGemm", {"a": a}, {"b": rand(4, 5), "c": rand(4)},
-                      activation=kind, transB=1, alpha=0.5, beta=2.0, **attrs)  # fmt: skip
+                      activation=kind, transB=1, alpha=0.5, beta=2.0,
+                      **attrs)  # fmt: skip
     check(m, {"a": a})
 
 

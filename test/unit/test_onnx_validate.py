@@ -139,7 +139,8 @@ CLAIMS = {
     **{name: bad for name, (bad, _) in CASES.items()},
     "keepdims 2": model([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=2)]),
     "negative epsilon": model(
-        [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=-1.0)],
+        [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"],
+                          epsilon=-1.0)],
         inits=[S2, B2],
     ),
     "infinite epsilon": model(
