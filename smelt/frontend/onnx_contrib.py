@@ -171,8 +171,11 @@ def _skip_sum(ctx: NodeContext) -> tuple[Value, Value, np.dtype]:
     x, skip, gamma = ctx.inputs[:3]
     dtype = float_input(ctx, x)
     shape = shape_of(x)
-    if len(shape) != 3:
-        raise ctx.invalid(f"its input has shape {list(shape)}; it must be 3-D")
+    if len(shape) not in (2, 3):
+        raise ctx.invalid(
+            f"its input has shape {list(shape)}; it must be 3-D (batch, sequence, "
+            "hidden) or 2-D (tokens, hidden)"
+        )
     hidden = shape[-1]
     skip_shape = tuple(shape_of(skip))
     if skip_shape not in (tuple(shape), tuple(shape[1:]), (1, *shape[1:])):
@@ -205,8 +208,9 @@ def _skip_layer_norm(ctx: NodeContext) -> list[Value]:
     epsilon = float(ctx.attr("epsilon", 1e-12))
     if not 0 <= epsilon < float("inf"):
         raise ctx.invalid(f"attribute 'epsilon' is {epsilon}; it must be >= 0")
+    last = len(shape_of(total)) - 1
     y, mean, inv_std = ctx.emit(
-        g.LayerNormOp, [total, gamma, beta], axis=2, epsilon=epsilon
+        g.LayerNormOp, [total, gamma, beta], axis=last, epsilon=epsilon
     )
     return [y, mean, inv_std, total][: len(ctx.node.output)]
 
@@ -223,7 +227,8 @@ def _skip_rms_norm(ctx: NodeContext) -> list[Value]:
         raise ctx.invalid(f"attribute 'epsilon' is {epsilon}; it must be >= 0")
     m = Arith(ctx, dtype)
     square = m.mul(total, total)
-    mean = ctx.emit(g.ReduceMeanOp, [square], axes=[2], keepdims=1)[0]
+    last = len(shape_of(total)) - 1
+    mean = ctx.emit(g.ReduceMeanOp, [square], axes=[last], keepdims=1)[0]
     rms = m.op(g.SqrtOp, m.add(mean, epsilon))
     y = m.mul(m.div(total, rms), gamma)
     inv_rms = m.div(1.0, rms) if ctx.output_used(2) else rms

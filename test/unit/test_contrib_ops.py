@@ -154,6 +154,14 @@ def test_skip_layer_norm(skip_shape, with_beta, with_bias, outputs):
     check(m, {"x": x, "skip": skip})
 
 
+@pytest.mark.parametrize("op", ["SkipLayerNormalization",
+                                "SkipSimplifiedLayerNormalization"])  # fmt: skip
+def test_skip_layer_norms_of_2d_tokens(op):
+    x, skip = rand(7, 16), rand(7, 16)
+    m = contrib_model(op, {"x": x, "skip": skip}, {"gamma": rand(16)}, epsilon=1e-5)
+    check(m, {"x": x, "skip": skip})
+
+
 def test_skip_simplified_layer_norm():
     x, skip = rand(2, 5, 16), rand(2, 5, 16)
     m = contrib_model("SkipSimplifiedLayerNormalization", {"x": x, "skip": skip},
