@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from smelt.errors import UnsupportedModel
 
@@ -193,6 +194,7 @@ class Dim:
 
 
 DimLike = int | Dim
+T = TypeVar("T")
 
 
 def sym(name: str) -> Dim:
@@ -219,6 +221,34 @@ def substitute(d: DimLike, bindings: Mapping[str, DimLike]) -> DimLike:
             else:
                 term = term * floordiv(substitute(a.num, bindings), a.den)
         total = total + term
+    return total
+
+
+def fold(
+    d: DimLike,
+    symbol: Callable[[str], T],
+    const: Callable[[int], T],
+    add: Callable[[T, T], T],
+    mul: Callable[[T, T], T],
+    floordiv: Callable[[T, int], T],
+) -> T:
+    """`d` built from the given operations, term by term in canonical order: the
+    loop level builds a dim's value from the entry's dims with it (symbol: the
+    SSA index of a name; const, add, mul, floordiv: arith ops; floordiv's divisor
+    is a positive constant, its dividend may be negative)."""
+    if not isinstance(d, Dim):
+        return const(d)
+    total: T | None = None
+    for m, c in d.terms:
+        term: T | None = None if c == 1 else const(c)
+        for a in m:
+            v = symbol(a) if isinstance(a, str) else floordiv(
+                fold(a.num, symbol, const, add, mul, floordiv), a.den
+            )
+            term = v if term is None else mul(term, v)
+        term = const(c) if term is None else term
+        total = term if total is None else add(total, term)
+    assert total is not None
     return total
 
 
