@@ -149,3 +149,35 @@ class PackDepthwise(RewritePattern):
         locations.inherit(ops, conv, op, quant, relu)
         rewriter.insert(ops, InsertPoint.before(last))
         rewriter.replace(last, [], [dw.results[0]])
+
+
+class FoldConstantDequantize(RewritePattern):
+    """dequantize(constant q, constant s, constant z) that no integer kernel took
+    (a weight or bias of a conv that stays float) → its f32 constant, computed
+    once here as onnxruntime computes it ((q − z) · s in f32), and a transpose
+    or reshape of an f32 constant (graph-convert-layout's NHWC weight of it) →
+    the moved constant: nothing dequantizes a weight per use at run time."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, q.DequantizeOp):
+            values = [const(v) for v in op.operands]
+            if any(v is None for v in values) or op.result.type.element_type != (
+                dtypes.f32
+            ):
+                return
+            data, scale, zp = values  # type: ignore[misc]
+            shifted = data.astype(np.int64) - zp.astype(np.int64)  # as onnxruntime
+            real = shifted.astype(np.float32) * scale.astype(np.float32)
+        elif isinstance(op, graph.TransposeOp | graph.ReshapeOp):
+            data = const(op.operands[0])  # the clean-up folded the others before
+            if data is None or data.dtype != np.float32:
+                return
+            if isinstance(op, graph.TransposeOp):
+                real = np.transpose(data, list(op.attr("perm")))
+            else:
+                real = data.reshape(shape_of(op.result.type))
+        else:
+            return
+        new = graph.ConstantOp.from_array(np.ascontiguousarray(real, np.float32))
+        locations.inherit(new, op)
+        rewriter.replace(op, [new], [new.results[0]])

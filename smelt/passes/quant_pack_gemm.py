@@ -67,7 +67,7 @@ from smelt.dialects.quant_gemm import (
 )
 from smelt.dialects.quant_gemm import padded as padded_shape
 from smelt.dialects.target import cpu_target
-from smelt.passes.quant_depthwise import PackDepthwise
+from smelt.passes.quant_depthwise import FoldConstantDequantize, PackDepthwise
 from smelt.passes.quant_gemm_chain import Chain, const, match_chain, single
 from smelt.targets.cpu_spec import CpuSpec
 
@@ -293,6 +293,12 @@ class QuantPackGemmPass(ModulePass):
         depthwise = PatternRewriteWalker(PackDepthwise(), apply_recursively=False)
         depthwise.rewrite_module(op)
         dce(op)
+        self._pack(op)
+        # what stays float: its constant weights dequantized once, here
+        PatternRewriteWalker(FoldConstantDequantize()).rewrite_module(op)
+        dce(op)
+
+    def _pack(self, op: ModuleOp) -> None:
         target = cpu_target(op)
         if target is None:
             return
