@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from xdsl.dialects import func
 
+import smelt
 from smelt.dialects import graph as g
 from smelt.dialects.symbolic import substitute, sym
 from smelt.dialects.symbolic_text import holds
@@ -312,6 +313,8 @@ def test_onnx_symbolic_inference_agrees():
 def test_default_import_still_refuses_dynamic_dims():
     with pytest.raises(SmeltError, match=r"dynamic input dims \(3\); smelt needs"):
         import_model(conv_net())
+    with pytest.raises(SmeltError, match=r"input 'x' dim 2 is 'H'"):
+        smelt.compile(conv_net())  # the loop level cannot run symbolic dims yet
 
 
 def test_input_shapes_fix_some_dims():
