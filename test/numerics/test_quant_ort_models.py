@@ -21,6 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import smelt
+from smelt.passes.quant_depthwise import MAX_TAPS
 from int8_oracle import ort_weight_bits
 from quant_ort_models import (
     contractions,
@@ -49,11 +50,26 @@ CASES = [
 
 
 def grouped_convs(model) -> int:
-    """Convs with group > 1: they stay float (no integer grouped conv yet)."""
-    return sum(
-        1 for n in model.graph.node if n.op_type == "Conv"
-        and any(a.name == "group" and a.i != 1 for a in n.attribute)
-    )  # fmt: skip
+    """Convs with group > 1 that stay float: every grouped conv but a depthwise
+    one (group = C in = C out, one filter per channel, at most MAX_TAPS taps),
+    which quant-fold-qdq makes integer (quant.dwconv)."""
+    weights = {t.name: list(t.dims) for t in model.graph.initializer}
+    for n in model.graph.node:  # a QDQ file's weight: DequantizeLinear(initializer)
+        if n.op_type == "DequantizeLinear" and n.input[0] in weights:
+            weights[n.output[0]] = weights[n.input[0]]
+
+    def depthwise(node, group) -> bool:
+        shape = weights.get(node.input[1])
+        if shape is None or len(shape) != 4:
+            return False
+        return shape[0] == group and shape[1] == 1 and shape[2] * shape[3] <= MAX_TAPS
+
+    count = 0
+    for n in model.graph.node:
+        group = next((a.i for a in n.attribute if a.name == "group"), 1)
+        if n.op_type == "Conv" and group != 1 and not depthwise(n, group):
+            count += 1
+    return count
 
 
 @pytest.mark.parametrize("name, act", CASES)
