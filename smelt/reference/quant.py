@@ -7,6 +7,7 @@ import numpy as np
 
 from smelt.dialects import dtypes
 from smelt.dialects import quant as q
+from smelt.dialects.quant_conv import DwConvOp, dwconv
 from smelt.dialects.quant_gemm import Im2ColOp, QGemmOp, im2col
 from smelt.dialects.quant_gemm import reference as qgemm_reference
 from smelt.registry import Table
@@ -69,3 +70,10 @@ def _im2col(op: Im2ColOp, args: list[np.ndarray]) -> np.ndarray:
     a = op.attrs()
     keys = ("kernel_shape", "strides", "dilations")
     return im2col(args[0], *(list(a[k]) for k in keys))
+
+
+@kernel(DwConvOp)
+def _dwconv(op: DwConvOp, args: list[np.ndarray]) -> np.ndarray:
+    a = op.attrs()
+    keys = ("kernel_shape", "strides", "dilations")
+    return dwconv(*args[:5], *(list(a[k]) for k in keys), bool(a.get("relu", 0)))

@@ -185,3 +185,22 @@ def test_block_stack_quantized():
     assert np.abs(ours - want).max() <= step, (np.abs(ours - want).max(), step)
     dw = sum(k.startswith("quant_dwconv") for k in kernels)
     assert dw >= 1 and not any("conv2d" in k for k in kernels), kernels
+
+
+def test_reference_kernel_of_dwconv():
+    """The reference executor runs quant.dwconv (graph-fold-constants and the
+    explore fallback evaluate graphs after quant-pack-gemm): its result on the
+    graph after the O2 graph passes equals onnxruntime's QDQ run within a step."""
+    from smelt.compiler.driver import import_graph, lower
+    from smelt.compiler.pipelines import preset
+    from smelt.reference.executor import run_graph
+
+    c, hw = 24, 17
+    m = qdq_conv(c, c, c, 3, 2, 1, hw, np.uint8, True, seed=5)
+    x = np.random.default_rng(2).integers(0, 256, (1, c, hw, hw)).astype(np.uint8)
+    module = import_graph(m)
+    lower(module, preset("cpu", "O2").split(",convert-graph-to-loop")[0])
+    assert any(op.name == "quant.dwconv" for op in module.walk())
+    (ours,) = run_graph(module, {"xq": x}).values()
+    (want,) = ort_outputs(m, {"xq": x}, optimized=False)
+    assert ours.shape == want.shape and steps_apart(ours, want) <= 1
