@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import graph as g

@@ -1,10 +1,9 @@
 """Symbolic import over the ONNX node-conformance models (#34): each model's input
 dims greater than 1 made symbolic (one symbol per value, `d3`, so equal dims are
 one symbol as in a real model's batch). No outcome but a clean SmeltError or the
-static import's shapes (the symbols bound to the file's dims) is allowed. A
-deterministic eighth runs by default, the whole set is marked slow. (All of onnx
-1.23's cases when written: 759 import symbolically and bind exactly, 1,066 are
-refused by name, 59 have no dim above 1.)"""
+static import's shapes (the symbols bound to the file's dims) is allowed (about
+20 s for all; of onnx 1.23's cases when written, 759 import symbolically and bind
+exactly, 1,066 are refused by name, 59 have no dim above 1)."""
 
 from __future__ import annotations
 
@@ -18,10 +17,7 @@ from smelt.frontend.onnx import import_model
 from smelt.frontend.symbolic_import import symbolic_shapes
 
 CASES = collect_testcases()
-PARAMS = [
-    pytest.param(c, id=c.name, marks=[] if i % 8 == 0 else [pytest.mark.slow])
-    for i, c in enumerate(CASES)
-]
+PARAMS = [pytest.param(c, id=c.name) for c in CASES]
 
 
 def _symbolic(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
