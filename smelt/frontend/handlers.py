@@ -16,6 +16,7 @@ from smelt.frontend import (
     onnx_einsum,
     onnx_index,
     onnx_linalg,
+    onnx_ml_trees,
     onnx_nn,
     onnx_norms,
     onnx_ops,
@@ -51,4 +52,5 @@ HANDLERS = merge(
     onnx_contrib_quant.HANDLERS,  # com.microsoft MatMulNBits, QGemm
     onnx_contrib_fused.HANDLERS,  # com.microsoft FusedConv, FusedGemm, QuickGelu
     onnx_domains.HANDLERS,  # ai.onnx.ml Binarizer, ...; training ops refused
+    onnx_ml_trees.HANDLERS,  # ai.onnx.ml TreeEnsemble
 )
