@@ -1,8 +1,8 @@
 """Ops of ONNX's other domains: ai.onnx.ml's Binarizer and ArrayFeatureExtractor
 as graph ops, and the ai.onnx.preview.training ops refused with their reason.
 
-The other ai.onnx.ml ops (LabelEncoder, TreeEnsemble, the classifiers, ...)
-have no handler: the importer names them as unsupported ops of their domain
+TreeEnsemble is in `onnx_ml_trees`. The other ai.onnx.ml ops (LabelEncoder,
+the classifiers, ...) have no handler: the importer names them as unsupported ops of their domain
 (onnxruntime runs them). The training ops are refused here: they update
 weights from gradients, and smelt compiles inference graphs; onnxruntime's
 inference build (1.32, the CPU package) does not register them either
