@@ -2,11 +2,11 @@
 as graph ops, and the ai.onnx.preview.training ops refused with their reason.
 
 TreeEnsemble is in `onnx_ml_trees`. The other ai.onnx.ml ops (LabelEncoder,
-the classifiers, ...) have no handler: the importer names them as unsupported ops of their domain
-(onnxruntime runs them). The training ops are refused here: they update
-weights from gradients, and smelt compiles inference graphs; onnxruntime's
-inference build (1.32, the CPU package) does not register them either
-(test_other_domains checks both against it)."""
+the classifiers, ...) have no handler: the importer names them as unsupported
+ops of their domain (onnxruntime runs them). The training ops are refused here:
+they update weights from gradients, and smelt compiles inference graphs;
+onnxruntime's inference build (1.32, the CPU package) does not register them
+either (test_other_domains checks both against it)."""
 
 from __future__ import annotations
 
