@@ -11,6 +11,11 @@ point, so z_x folds into the bias: bias = bias_q − z_x · Σ_{i,j} w), w i32
 [KH, KW, C] (int8 values), bias i32 [C], multiplier f32 [C] (s_x·s_w / s_y), the
 zero point a u8 / s8 scalar that gives the result's type. Channels are the
 innermost (unit-stride) dim of x, w and y: the lowering puts them in vector lanes.
+
+With an `epilogue` (a program of `quant_epilogue`, on the post operands after
+the first five), y goes on through it in f32 (the dequantize, BatchNorm's
+affine, HardSwish, a residual add … that the QDQ graph has between this conv's
+QuantizeLinear and the next) and the result is its final quantize.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from typing import ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
-from xdsl.irdl import irdl_op_definition, operand_def, result_def
+from xdsl.irdl import irdl_op_definition, operand_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
+from smelt.dialects import quant_epilogue as epi
 from smelt.dialects.graph_base import GraphOp, shape_of, tensor
 
 _EIGHT = (dtypes.i8, dtypes.ui8)
@@ -39,7 +45,7 @@ def dwconv_shape(
 def dwconv(
     x: np.ndarray, w: np.ndarray, bias: np.ndarray, mult: np.ndarray,
     zp: np.ndarray, kernel: list[int], strides: list[int], dilations: list[int],
-    relu: bool,
+    relu: bool, post: list[np.ndarray] | None = None, epilogue: str = "",
 ) -> np.ndarray:  # fmt: skip
     """quant.dwconv in numpy (see the module docstring)."""
     n, oh, ow, c = dwconv_shape(x.shape, kernel, strides, dilations)
@@ -57,6 +63,8 @@ def dwconv(
     y = np.clip(y, info.min, info.max)
     if relu:
         y = np.maximum(y, np.float32(zp))
+    if epilogue:
+        return epi.evaluate(epilogue, y.astype(zp.dtype), post or [])
     return y.astype(zp.dtype)
 
 
@@ -73,11 +81,12 @@ class DwConvOp(GraphOp):
     bias = operand_def(TensorType)
     multiplier = operand_def(TensorType)
     zero_point = operand_def(TensorType)
+    post = var_operand_def(TensorType)
     result = result_def(TensorType)
 
     @classmethod
     def infer(cls, types, attrs):
-        x, w, bias, mult, zp = types
+        x, w, bias, mult, zp, *post = types
         if x.element_type not in _EIGHT or len(shape_of(x)) != 4:
             raise VerifyException("dwconv takes an NHWC tensor of 8-bit integers")
         if zp.element_type not in _EIGHT or shape_of(zp) != ():
@@ -97,4 +106,22 @@ class DwConvOp(GraphOp):
         out = dwconv_shape(shape_of(x), *params)
         if min(out) < 1:
             raise VerifyException(f"dwconv window larger than the input {shape_of(x)}")
-        return [tensor(zp.element_type, out)]
+        program = attrs.get("epilogue", "")
+        if not program:
+            if post:
+                raise VerifyException("dwconv post operands need an epilogue")
+            return [tensor(zp.element_type, out)]
+        try:
+            used = epi.posts_used(program)
+            storage = epi.result_storage(program)
+        except ValueError as e:
+            raise VerifyException(f"dwconv: {e}") from e
+        if used != set(range(len(post))):
+            raise VerifyException("dwconv's epilogue must read each post operand")
+        for p in post:
+            if shape_of(p) not in ((c,), out) or (
+                shape_of(p) == (c,) and p.element_type != dtypes.f32
+            ):
+                raise VerifyException(f"dwconv post operands are f32 [{c}] or "
+                                      f"tensors of the result's shape {out}")  # fmt: skip
+        return [tensor(dtypes.i8 if storage == "i8" else dtypes.ui8, out)]

@@ -68,6 +68,7 @@ from smelt.dialects.quant_gemm import (
 from smelt.dialects.quant_gemm import padded as padded_shape
 from smelt.dialects.target import cpu_target
 from smelt.passes.quant_depthwise import FoldConstantDequantize, PackDepthwise
+from smelt.passes.quant_epilogue import FuseDwEpilogue
 from smelt.passes.quant_gemm_chain import Chain, const, match_chain, single
 from smelt.targets.cpu_spec import CpuSpec
 
@@ -296,6 +297,10 @@ class QuantPackGemmPass(ModulePass):
         self._pack(op)
         # what stays float: its constant weights dequantized once, here
         PatternRewriteWalker(FoldConstantDequantize()).rewrite_module(op)
+        dce(op)
+        # the float chain after a depthwise conv: in its kernel (quant_epilogue)
+        fuse = PatternRewriteWalker(FuseDwEpilogue(), apply_recursively=False)
+        fuse.rewrite_module(op)
         dce(op)
 
     def _pack(self, op: ModuleOp) -> None:

@@ -76,4 +76,7 @@ def _im2col(op: Im2ColOp, args: list[np.ndarray]) -> np.ndarray:
 def _dwconv(op: DwConvOp, args: list[np.ndarray]) -> np.ndarray:
     a = op.attrs()
     keys = ("kernel_shape", "strides", "dilations")
-    return dwconv(*args[:5], *(list(a[k]) for k in keys), bool(a.get("relu", 0)))
+    return dwconv(
+        *args[:5], *(list(a[k]) for k in keys), bool(a.get("relu", 0)),
+        args[5:], str(a.get("epilogue", "")),
+    )  # fmt: skip
