@@ -1,9 +1,10 @@
-"""ONNX ConvTranspose as graph ops. 1-D and 2-D ones by sub-pixel decomposition
-(onnx_conv_transpose_phases.py: one conv over the input itself, no inserted
-zeros). 3-D ones, and the corner where that form would crop the input to nothing,
-as a `graph.conv2d` over the input with zeros inserted between its cells (the
-stride), padded by the kernel span less the pads, with the weight's channels
-swapped per group and its kernel flipped:
+"""ONNX ConvTranspose as graph ops, by sub-pixel decomposition
+(onnx_conv_transpose_phases.py: convs over the input itself, no inserted zeros;
+1-D as 2-D of height 1, 3-D as depth phases of 2-D ones). Only the corner where
+that form would crop the input to nothing, or the pads leave no output (refused
+here, naming the pads), takes the older form: a `graph.conv2d` over the input
+with zeros inserted between its cells (the stride), padded by the kernel span less
+the pads, with the weight's channels swapped per group and its kernel flipped:
 
     y[o] = sum over i, k with o + pad_lo = i * stride + k * dilation of x[i] * w[k]
 
@@ -30,7 +31,10 @@ import numpy as np
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
-from smelt.frontend.onnx_conv_transpose_phases import conv_transpose_2d
+from smelt.frontend.onnx_conv_transpose_phases import (
+    conv_transpose_2d,
+    conv_transpose_3d,
+)
 from smelt.registry import Table
 
 HANDLERS = Table()  # listed in frontend/handlers.py
@@ -111,13 +115,13 @@ def _conv_transpose(ctx: NodeContext) -> list[Value]:
         w = ctx.reshape(w, (ws[0], ws[1], 1, ws[2]))
         strides, dils, out_pad = [1, *strides], [1, *dils], [0, *out_pad]
         lo, hi, kernel = [0, *lo], [0, *hi], [1, *kernel]
-    if rank < 3:
-        y = conv_transpose_2d(ctx, x, w, b, group, strides, dils, out_pad, lo, hi)
-        if y is not None:
-            if rank == 1:
-                n, c, _, length = shape_of(y)
-                y = ctx.reshape(y, (n, c, length))
-            return [y]
+    by_phases = conv_transpose_2d if rank < 3 else conv_transpose_3d
+    y = by_phases(ctx, x, w, b, group, strides, dils, out_pad, lo, hi)
+    if y is not None:
+        if rank == 1:
+            n, c, _, length = shape_of(y)
+            y = ctx.reshape(y, (n, c, length))
+        return [y]
     x = _dilate(ctx, x, strides)
     # Conv pads: the kernel span less the ConvTranspose pads; negative ones cut x'.
     span = [(k - 1) * d for k, d in zip(kernel, dils)]

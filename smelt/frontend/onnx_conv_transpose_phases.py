@@ -21,6 +21,10 @@ its own (graph-fuse fuses only what directly follows the conv). A dim with strid
 keeps its dilation in the conv; a dim with both stride and dilation > 1 dilates
 the kernel (zero weights: rare).
 
+A 3-D ConvTranspose takes the same phases along the depth: per depth phase, the
+sum over its depth taps of 2-D ConvTransposes of depth slices of x (the depth
+folded into the batch), interleaved along the depth, cropped, plus the bias.
+
 The weight transform is made of graph ops, so it folds at import when the weight
 is a constant and runs as kernels when it is computed.
 """
@@ -274,3 +278,98 @@ def _dilate_axis(ctx: NodeContext, w: Value, axis: int, k: int, d: int) -> Value
     return ctx.emit(
         g.SliceOp, [w], starts=[0] * len(shape), ends=ends, steps=[1] * len(shape)
     )[0]
+
+
+def conv_transpose_3d(
+    ctx: NodeContext,
+    x: Value,
+    w: Value,
+    b: Value,
+    group: int,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    out_pad: Sequence[int],
+    lo: Sequence[int],
+    hi: Sequence[int],
+) -> Value | None:
+    """The 3-D ConvTranspose of x (N, C_in, D, H, W): per depth phase p, the sum
+    over its depth taps (offset c, kernel index k) of the 2-D ConvTranspose
+    (`conv_transpose_2d`) of the depth slices x[t - c] (depth folded into the
+    batch) by w[:, :, k]; the phases interleaved along the depth, then the depth
+    cropped and the bias added. None where the 2-D form gives None."""
+    n, c_in, depth, *_ = shape_of(x)
+    _, og, k_d, *_ = shape_of(w)
+    c_out = og * group
+    dim = Dim.of(depth, k_d, strides[0], dilations[0], lo[0], hi[0], out_pad[0])
+    if dim.length <= 0:
+        return None
+    taps = [_depth_taps(dim, p, k_d, dilations[0]) for p in range(dim.stride)]
+    reach = max((c for phase in taps for c, _ in phase), default=0)
+    before = max(0, reach - dim.t_lo)
+    after = max(0, dim.t_lo + dim.rows - depth)
+    dtype = numpy_type_of(x)
+    zero = Const(np.zeros((), dtype))
+    if before or after:
+        pads = [0, 0, before, 0, 0, 0, 0, after, 0, 0]
+        x = ctx.emit(g.PadOp, [x, zero], pads=pads, mode="constant")[0]
+    x = ctx.emit(g.TransposeOp, [x], perm=[0, 2, 1, 3, 4])[0]  # N, D, C, H, W
+    _, padded, _, h, wd = shape_of(x)
+    no_bias = Const(np.zeros(c_out, dtype))
+    phases = []
+    for phase in taps:
+        total: Value | None = None
+        for c, k in phase:
+            first = dim.t_lo - c + before
+            window = ctx.emit(
+                g.SliceOp,
+                [x],
+                starts=[0, first, 0, 0, 0],
+                ends=[n, first + dim.rows, c_in, h, wd],
+                steps=[1] * 5,
+            )[0]
+            window = ctx.reshape(window, (n * dim.rows, c_in, h, wd))
+            tap = ctx.emit(
+                g.SliceOp,
+                [w],
+                starts=[0, 0, k, 0, 0],
+                ends=[c_in, og, k + 1, *shape_of(w)[3:]],
+                steps=[1] * 5,
+            )[0]
+            tap = ctx.reshape(tap, (c_in, og, *shape_of(w)[3:]))
+            hw = (strides[1:], dilations[1:], out_pad[1:], lo[1:], hi[1:])
+            y = conv_transpose_2d(ctx, window, tap, no_bias, group, *hw)
+            if y is None:
+                return None
+            total = y if total is None else ctx.emit(g.AddOp, [total, y])[0]
+        phases.append(total)
+    out_hw = next(shape_of(p)[2:] for p in phases if p is not None)
+    shape = (n, dim.rows, 1, c_out, *out_hw)
+    parts = [
+        ctx.reshape(p, shape) if p is not None else Const(np.zeros(shape, dtype))
+        for p in phases
+    ]
+    y = parts[0] if len(parts) == 1 else ctx.emit(g.ConcatOp, parts, axis=2)[0]
+    y = ctx.reshape(y, (n, dim.rows * dim.stride, c_out, *out_hw))
+    if dim.start or dim.length != dim.rows * dim.stride:
+        y = ctx.emit(
+            g.SliceOp,
+            [y],
+            starts=[0, dim.start, 0, 0, 0],
+            ends=[n, dim.start + dim.length, c_out, *out_hw],
+            steps=[1] * 5,
+        )[0]
+    y = ctx.emit(g.TransposeOp, [y], perm=[0, 2, 1, 3, 4])[0]
+    return ctx.emit(g.AddOp, [y, ctx.reshape(b, (c_out, 1, 1, 1))])[0]
+
+
+def _depth_taps(dim: Dim, p: int, k: int, dilation: int) -> list[tuple[int, int]]:
+    """(offset c, kernel index) of the real taps of depth phase p: output row
+    t·s + p reads x[t - c]·w[index]."""
+    if dim.stride == 1:
+        return [(i * dilation, i) for i in range(k)]
+    taps = []
+    for m in range(dim.phase_taps(p)):
+        spread = m * dim.stride + p  # in the dilated kernel
+        if spread % dilation == 0 and spread // dilation < k:
+            taps.append((m, spread // dilation))
+    return taps

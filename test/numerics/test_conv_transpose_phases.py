@@ -1,6 +1,6 @@
 """ConvTranspose by sub-pixel decomposition (frontend/onnx_conv_transpose_phases.py,
 issue #30) against onnxruntime: strides 1-3, kernels 2-4, pads, output_padding,
-dilations, groups, output_shape, 1-D and 2-D, through the NCHW conv (O1) and the
+dilations, groups, output_shape, 1-D, 2-D and 3-D, through the NCHW conv (O1) and the
 NHWC implicit GEMM (O2); a weight computed from the inputs; and the structure:
 convs over the input itself (no zero-inserted copy) that do the op's own
 multiply-adds."""
@@ -47,8 +47,21 @@ def _cases(rank: int) -> list[dict]:
     return cases  # fmt: skip
 
 
+# 3-D: the depth as phases of 2-D ConvTransposes (fewer cases: one compile each
+# is slower)
+CASES_3D = [
+    dict(strides=[2, 2, 2], kernel=2),
+    dict(strides=[2, 1, 2], kernel=3, pads=[1, 0, 1, 0, 1, 1],
+         output_padding=[1, 0, 1]),
+    dict(strides=[3, 2, 1], kernel=4, dilations=[2, 1, 2], pads=[2, 1, 0, 3, 1, 0]),
+    dict(strides=[1, 2, 2], kernel=3, group=2, dilations=[2, 1, 1]),
+    dict(strides=[3, 3, 3], kernel=2, group=4, pads=[4, 0, 0, 0, 0, 4]),
+    dict(strides=[2, 2, 2], kernel=3, auto_pad="SAME_LOWER"),
+]  # fmt: skip
+
+
 def _model(rank: int, cases: list[dict], weights_as_inputs: bool = False):
-    spatial = [5, 6][:rank]
+    spatial = [5, 6, 4][:rank] if rank < 3 else [3, 4, 5]
     nodes, inits, inputs, feeds = [], [], [], {}
     x = RNG.standard_normal((2, C_IN, *spatial)).astype(np.float32)
     inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape))
@@ -91,6 +104,11 @@ def _check(model: onnx.ModelProto, feeds: dict, level: str) -> None:
 @pytest.mark.parametrize("rank", [1, 2])
 def test_conv_transpose_grid_matches_onnxruntime(rank, level):
     _check(*_model(rank, _cases(rank)), level)
+
+
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_conv_transpose_3d_matches_onnxruntime(level):
+    _check(*_model(3, CASES_3D), level)
 
 
 def test_conv_transpose_with_computed_weights():
