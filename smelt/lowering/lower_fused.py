@@ -11,6 +11,7 @@ from smelt.dialects import graph
 from smelt.errors import SmeltError
 from smelt.lowering import (
     lower_conv,
+    lower_conv_bf16,
     lower_conv_nchw,
     lower_matmul,
     lower_matmul_bf16,
@@ -25,6 +26,7 @@ from smelt.lowering.lower_elementwise import SCALAR, emit_elementwise
 ANCHORS: dict[type[Operation], Anchor] = {
     **lower_conv.ANCHORS,
     **lower_conv_nchw.ANCHORS,  # overrides: NCHW convs as a GEMM on a CPU
+    **lower_conv_bf16.ANCHORS,  # overrides: bf16 convs as the bf16 GEMM call
     **lower_matmul.ANCHORS,
     **lower_matmul_bf16.ANCHORS,  # overrides: a bf16 GEMM call where it applies
     **lower_reduce.ANCHORS,

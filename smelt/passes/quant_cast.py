@@ -16,9 +16,10 @@ What stays f32, and why no more is needed:
   kernels are rounded to the low type; fused chains keep f32 registers inside.
 - Ops in `KEEP_F32`, ops with regions (scan, loop bodies), ops whose shape rule
   refuses low-precision operands and contractions without a fast 16-bit path
-  (matmul, gemm, conv: f32 weights, see the `contractions` option; on an
-  AVX512-BF16 target, bf16 matmul / gemm with a constant weight become vdpbf16ps
-  GEMM calls and are converted by default) keep their f32 operands (a cast back
+  (matmul, gemm, conv: f32 weights, see the `contractions` option; on a CPU
+  whose bf16 dot beats f32, `bf16_path.fast_dot`, bf16 matmul / gemm with a
+  constant weight and group-1 convs with constant weights become vdpbf16ps GEMM
+  calls and are converted by default) keep their f32 operands (a cast back
   to f32 is inserted for each converted one) and f32 results.
 
     %w = graph.constant dense<...> : tensor<4x8xf32>
@@ -63,10 +64,13 @@ class QuantCastPass(ModulePass):
     to: str = "bf16"
     # Matmul / gemm / conv in 16 bits too (weights stored in `to`). true: all of
     # them; false: none (f32 weights, a cast up before them). Unset (the default):
-    # those with a fast 16-bit lowering, i.e. with to=bf16 on a `#target.cpu` with
-    # avx512bf16, matmul / gemm with a constant 2-D weight (a vdpbf16ps GEMM call,
-    # lower_matmul_bf16.py); elsewhere none, since the generic 16-bit lowering is
-    # the unscheduled dot form (lower_matmul.py), ~300x slower than the f32 GEMM.
+    # those with a fast 16-bit lowering, i.e. with to=bf16 on a `#target.cpu`
+    # whose bf16 dot beats f32 (`bf16_path.fast_dot`: Zen 4 / 5, not Intel's
+    # avx512bf16 CPUs), matmul / gemm with a constant 2-D weight (a vdpbf16ps GEMM
+    # call, lower_matmul_bf16.py) and group-1 convs with constant weights (im2col
+    # and that GEMM, lower_conv_bf16.py); elsewhere none, since the generic 16-bit
+    # lowering is the unscheduled dot form (lower_matmul.py), ~300x slower than
+    # the f32 GEMM.
     contractions: bool | None = None
 
     # Ops kept in f32 whatever their operands (besides contractions above): none
@@ -90,9 +94,10 @@ class QuantCastPass(ModulePass):
         if op.ANCHOR != "contraction" or self.contractions:
             return False
         if self.contractions is None and self.to == "bf16":
-            from smelt.targets.bf16_path import has_fast_path
+            from smelt.targets.bf16_path import conv_has_fast_path, has_fast_path
 
-            # only matmul / gemm have the bf16 GEMM path (a conv has no lhs / rhs)
+            if isinstance(op, graph.Conv2dOp):  # group 1: im2col + the bf16 GEMM
+                return not conv_has_fast_path(op)
             fast = isinstance(op, graph.MatMulOp | graph.GemmOp) and has_fast_path(op)
             return not fast
         return True

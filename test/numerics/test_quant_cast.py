@@ -198,7 +198,12 @@ def _model(nodes, inputs, output, inits=()) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _gemm_calls(model: onnx.ModelProto, cpu: str = "host") -> int:
+BF16_CPU = "znver4"
+"""A CPU whose bf16 dot beats f32 (`bf16_path.fast_dot`), so that quant-cast makes
+the contractions bf16 by default; its code runs on any avx512bf16 host."""
+
+
+def _gemm_calls(model: onnx.ModelProto, cpu: str = BF16_CPU) -> int:
     module = import_graph(model)
     spec = pipelines.with_precision(pipelines.preset("cpu", "O2", cpu=cpu), "bf16")
     lower(module, spec)
@@ -229,7 +234,7 @@ def test_bf16_gemm_wired_matmul_odd_shapes(lead, k, n):
     )  # fmt: skip
     assert _gemm_calls(model) == 1
     x = rng.standard_normal((*lead, k)).astype(np.float32)
-    out = smelt.compile(model, precision="bf16").run({"x": x})["y"]
+    out = smelt.compile(model, precision="bf16", cpu=BF16_CPU).run({"x": x})["y"]
     ref = np.maximum(_bf16_round(x) @ _bf16_round(w) + _bf16_round(bias), 0)
     _close(out, ref)
 
@@ -247,7 +252,7 @@ def test_bf16_gemm_wired_gemm(trans_b, alpha, beta):
     model = _model([node], [("x", [m, k])], ("y", [m, n]), [("w", w), ("c", c)])
     assert _gemm_calls(model) == 1
     x = rng.standard_normal((m, k)).astype(np.float32)
-    out = smelt.compile(model, precision="bf16").run({"x": x})["y"]
+    out = smelt.compile(model, precision="bf16", cpu=BF16_CPU).run({"x": x})["y"]
     wt = _bf16_round(w.T if trans_b else w)
     _close(out, alpha * (_bf16_round(x) @ wt) + beta * _bf16_round(c))
 
@@ -268,7 +273,8 @@ def test_bf16_gemm_wired_run_time_b(a_shape, b_shape):
     assert _gemm_calls(model) == 1
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
-    out = smelt.compile(model, precision="bf16").run({"a": a, "b": b})["y"]
+    low = smelt.compile(model, precision="bf16", cpu=BF16_CPU)
+    out = low.run({"a": a, "b": b})["y"]
     _close(out, _bf16_round(a) @ _bf16_round(b))
 
 
@@ -280,16 +286,20 @@ def test_bf16_mlp_cosine():
     x = np.random.default_rng(4).standard_normal((64, 1024)).astype(np.float32)
     assert _gemm_calls(model) == 2
     ref = smelt.compile(model).run({"x": x})["y"]
-    out = smelt.compile(model, precision="bf16").run({"x": x})["y"]
+    out = smelt.compile(model, precision="bf16", cpu=BF16_CPU).run({"x": x})["y"]
     assert cosine(out, ref) >= 0.999
 
 
 def test_quant_cast_converts_fast_contractions_by_default():
-    """On an avx512bf16 target quant-cast makes matmuls with a bf16 GEMM path bf16;
-    without the feature (or with contractions=false) they stay f32."""
+    """On a target whose bf16 dot beats f32 (Zen 4 / 5) quant-cast makes matmuls
+    with a bf16 GEMM path bf16; without the feature, on Intel's avx512bf16 CPUs
+    (vdpbf16ps slower than f32 FMAs there: bf16_path.FAST_DOT) or with
+    contractions=false they stay f32."""
     for cpu, expected in [
         ("znver5", dtypes.bf16),
+        ("znver4", dtypes.bf16),
         ("znver5,-avx512bf16", dtypes.f32),
+        ("sapphirerapids", dtypes.f32),
     ]:
         module = import_graph(small_encoder())
         attach = pipelines.split(pipelines.preset("cpu", "O0", cpu=cpu))[0]

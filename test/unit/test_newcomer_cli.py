@@ -59,12 +59,13 @@ def conv_path(tmp_path):
 # --- bf16 where the CPU has no bf16 math -----------------------------------------
 
 
-@pytest.mark.parametrize("cpu", [AVX2, "znver4"])  # without / with avx512bf16
+@pytest.mark.parametrize("cpu", [AVX2, "sapphirerapids"])  # without / with avx512bf16
 def test_bf16_convs_are_scheduled_as_in_f32(conv_path, cpu):
     """An f32 conv whose fused epilogue stores bf16 accumulates in a scratch and
     gets the conv2d schedule (before: the unscheduled register form, ~30x
-    slower on light_resnet50); with avx512bf16, quant-cast asks the bf16 GEMM
-    path about matmuls only (it crashed reading a conv's lhs)."""
+    slower on light_resnet50); with avx512bf16 but a bf16 dot slower than f32
+    (Intel's: bf16_path.FAST_DOT), quant-cast keeps convs f32 too (it once
+    crashed reading a conv's lhs). Zen 4 / 5 convs: test_conv_bf16.py."""
     for precision in ("f32", "bf16"):
         spec = CompileOptions(cpu=cpu, precision=precision).resolved_pipeline()
         cut = spec.index("loop-schedule-apply")
