@@ -27,7 +27,8 @@ VM, benchmarks/bf16.py's host) a zmm `vdpbf16ps` (2 FMAs' flops) issued every
 0.53 ns (4 or 16 independent accumulators; 1.1 ns with the other core busy), a
 zmm FMA every 0.13 ns (16): half the flops per second or less, and the bf16 GEMM
 ran light_resnet50's 3x3 convs at ~0.1-0.5x the f32 schedule's speed. There
-the contractions keep f32 compute (bf16 storage around them), as on AVX2; their fast bf16 unit is AMX, which smelt does not use yet.
+the contractions keep f32 compute (bf16 storage around them), as on AVX2;
+their fast bf16 unit is AMX, which smelt does not use yet.
 `quant-cast{contractions=true}` still asks for the bf16 GEMM on any avx512bf16
 CPU."""
 
