@@ -2,7 +2,8 @@
 
     %y = quant.dwconv(...)                              (its only use: %d)
     %d = quant.dequantize(%y, s, z)                     s, z scalar constants
-    %e… = graph.add / sub / mul / div / min / max …     f32, the result's shape;
+    %e… = graph.add / sub / mul / div / min / max / relu / clip …
+                                                        f32, the result's shape;
           operands: %d, the chain's values, constants (scalar or one per
           channel), tensors of the result's shape (a residual; a dequantize of
           an 8-bit one is read as the 8-bit tensor and dequantized in the body)
@@ -39,6 +40,7 @@ STEPS = {
     graph.MinOp: "min",
     graph.MaxOp: "max",
 }
+UNARY = (graph.ReluOp, graph.ClipOp)  # max(x, 0); max(x, lo) then min(·, hi)
 MAX_STEPS = 32
 _TYPES = {dtypes.ui8: "ui8", dtypes.i8: "i8"}
 
@@ -73,7 +75,7 @@ def _chain(start: SSAValue) -> tuple[list[Operation], q.QuantizeOp] | None:
                 if end is not None:
                     return None
                 end = user
-            elif type(user) in STEPS and len(ops) < MAX_STEPS:
+            elif type(user) in (*STEPS, *UNARY) and len(ops) < MAX_STEPS:
                 out = user.results[0]
                 if out.type.element_type != dtypes.f32 or shape_of(out.type) != shape:
                     return None
@@ -158,7 +160,15 @@ class FuseDwEpilogue(RewritePattern):
             args = [operand(v) for v in step_op.operands]
             if any(a is None for a in args):
                 return
-            steps.append(f"{STEPS[type(step_op)]} {args[0]} {args[1]}")
+            if isinstance(step_op, graph.ReluOp):
+                steps.append(f"max {args[0]} {epi.literal(0.0)}")
+            elif isinstance(step_op, graph.ClipOp):
+                if not all(a.startswith("#") for a in args[1:]):
+                    return  # bounds: scalar constants
+                steps.append(f"max {args[0]} {args[1]}")
+                steps.append(f"min v{len(steps) - 1} {args[2]}")
+            else:
+                steps.append(f"{STEPS[type(step_op)]} {args[0]} {args[1]}")
             names[step_op.results[0]] = f"v{len(steps) - 1}"
         last = names[end.operands[0]]
         steps.append(f"quant {last} {epi.literal(s_out)} {z_out} {storage}")
