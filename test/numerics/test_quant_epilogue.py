@@ -152,3 +152,29 @@ def test_reference_executor_runs_the_epilogue():
     (ours,) = run_graph(module, feeds).values()
     (want,) = ort_outputs(m, feeds, optimized=False)
     assert np.abs(ours.astype(np.int64) - want.astype(np.int64)).max() <= 1
+
+
+def test_block_stack_dw_epilogues():
+    """smelt.quantize's QDQ file of the PP-LCNet-style stack: each depthwise
+    conv's dequantize → BN → HardSwish → quantize runs in its quant_dwconv
+    kernel (no other kernel computes those nodes), the logits within one output
+    step of onnxruntime's int8 kernels where they are exact here."""
+    from smelt.compiler.check_quant import output_steps
+    from int8_oracle import ort_weight_bits
+    from test_quant_depthwise import block_stack
+
+    rng = np.random.default_rng(1)
+    cal = {"input": rng.normal(0, 1, (4, 1, 3, 32, 32)).astype(np.float32)}
+    qm = smelt.quantize(block_stack(), cal, reduce_range=ort_weight_bits() == 7).model
+    x = {"input": rng.normal(0, 1, (1, 3, 32, 32)).astype(np.float32)}
+    compiled = smelt.compile(qm, profile=True)
+    (ours,) = compiled.run(x).values()
+    (want,) = ort_outputs(qm, x, optimized=True)
+    (step,) = output_steps(qm).values()
+    assert np.abs(ours - want).max() <= step, (np.abs(ours - want).max(), step)
+    rows = compiled.profile()
+    for i in range(3):
+        chain = f"dw{i}c_DequantizeLinear"
+        owners = [r.kernel for r in rows if any(chain in n for n in r.nodes)]
+        assert owners and all(k.startswith("quant_dwconv") for k in owners), (
+            chain, owners)  # fmt: skip
