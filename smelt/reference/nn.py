@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -161,7 +162,32 @@ def _max_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     x = args[0]
     fill = lowest(x.dtype)
     win = _windows(x, op, op.attr("kernel_shape"), op.attr("pads"), fill)
-    return win.max(axis=_window_axes(op))
+    return _hollow_lowest(x, op, win.max(axis=_window_axes(op)))
+
+
+def _cells(x: np.ndarray, op: g.GraphOp, pad_cell: int) -> np.ndarray:
+    """Per window, the cells it covers: the real ones, plus the explicit padding
+    when `pad_cell` is 1 (never the cells ceil_mode adds past it)."""
+    kernel_shape, pads = op.attr("kernel_shape"), op.attr("pads")
+    nsp = len(kernel_shape)
+    cells = np.pad(
+        np.ones((1, 1) + x.shape[2:], dtype=np.int64),
+        [(0, 0), (0, 0), *((pads[i], pads[i + nsp]) for i in range(nsp))],
+        constant_values=pad_cell,
+    )
+    count = _windows(cells, op, kernel_shape, (0,) * (2 * nsp))
+    return count.sum(axis=_window_axes(op))
+
+
+def _hollow_lowest(x: np.ndarray, op: g.GraphOp, y: np.ndarray) -> np.ndarray:
+    """A window wholly in the padding (dilated pools) gives the lowest finite
+    value of a float type, as onnxruntime does (not the -inf the fill gives)."""
+    if x.dtype.kind != "f" and x.dtype != dtypes.to_numpy(dtypes.bf16):
+        return y
+    hollow = _cells(x, op, 0) == 0
+    if not hollow.any():
+        return y
+    return np.where(hollow, ml_dtypes.finfo(x.dtype).min, y).astype(x.dtype)
 
 
 @kernel(g.MaxPoolWithIndicesOp)
@@ -195,18 +221,12 @@ def _max_pool_with_indices(op: g.GraphOp, args: list[np.ndarray]) -> list[np.nda
 def _average_pool(op: g.GraphOp, args: list[np.ndarray]) -> np.ndarray:
     x = args[0]
     kernel_shape, pads = op.attr("kernel_shape"), op.attr("pads")
-    nsp, axes = len(kernel_shape), _window_axes(op)
-    total = _windows(x, op, kernel_shape, pads).sum(axis=axes, dtype=x.dtype)
-    # Each window divides by the cells it covers: the real ones, and the explicit
-    # padding when count_include_pad (never the cells ceil_mode adds past it).
-    pad_cell = 1 if op.attr("count_include_pad") else 0
-    cells = np.pad(
-        np.ones((1, 1) + x.shape[2:], dtype=x.dtype),
-        [(0, 0), (0, 0), *((pads[i], pads[i + nsp]) for i in range(nsp))],
-        constant_values=pad_cell,
-    )
-    count = _windows(cells, op, kernel_shape, (0,) * (2 * nsp))
-    return total / count.sum(axis=axes, dtype=x.dtype)
+    win = _windows(x, op, kernel_shape, pads)
+    total = win.sum(axis=_window_axes(op), dtype=x.dtype)
+    # Each window divides by the cells it covers; one wholly in the padding
+    # (dilated pools) covers none and gives 0, as onnxruntime does (not 0/0).
+    count = _cells(x, op, 1 if op.attr("count_include_pad") else 0)
+    return total / np.maximum(count, 1).astype(x.dtype)
 
 
 @kernel(g.GlobalAveragePoolOp)

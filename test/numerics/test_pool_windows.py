@@ -274,3 +274,21 @@ def test_max_pool_indices_of_a_window_wholly_in_the_padding():
     np.testing.assert_array_equal(want[1][hollow], flat[hollow])
     np.testing.assert_array_equal(got["i"][hollow], -1)
     np.testing.assert_array_equal(got["i"][~hollow], want[1][~hollow])
+
+
+@pytest.mark.parametrize("index", range(len(OPS)), ids=OP_IDS)
+def test_reference_executor_on_hollow_windows(index):
+    """smelt's reference executor (constant folding, explore's fallback oracle)
+    gives onnxruntime's values for windows wholly in the padding too."""
+    from smelt.compiler.driver import import_graph
+    from smelt.reference.executor import run_graph
+
+    op, include = OPS[index]
+    nodes = [_node(op, include, c, f"y{i}") for i, c in enumerate(HOLLOW)]
+    for length in sorted({c[0] for c in HOLLOW}):
+        mine = [n for n, c in zip(nodes, HOLLOW, strict=True) if c[0] == length]
+        m = _model(mine, [1, 2, length])
+        x = RNG.standard_normal((1, 2, length)).astype(np.float32)
+        got = run_graph(import_graph(m), {"x": x})
+        for n, w in zip(mine, _ort(m, x), strict=True):
+            np.testing.assert_array_equal(got[n.output[0]], w, err_msg=n.name)
