@@ -82,12 +82,12 @@ def test_equal_blocks_compile_once_and_match_onnxruntime():
     model = _blocks_model()
     compiled = smelt.compile(model)
     stats = compiled.info["stats"]
-    # calls in @main: NCHW → NHWC, then per 3x3 block its padding and its conv
-    # (+ bias, Relu), the 1x1 conv, NHWC → NCHW; the second 3x3 block calls the
-    # first one's two kernels
-    assert stats["kernels"] == 7
-    assert stats["distinct_kernels"] == 5
-    assert len(_defined_kernels_in(compiled.program.llvm_ir)) == 5
+    # calls in @main (7 on Emerald Rapids, x86-64-v3 and -v2: NCHW → NHWC, per
+    # 3x3 block its padding and its conv with bias and Relu, the 1x1 conv, NHWC
+    # → NCHW): the second 3x3 block calls the first one's padding and conv
+    distinct = stats["distinct_kernels"]
+    assert stats["kernels"] - distinct == 2
+    assert len(_defined_kernels_in(compiled.program.llvm_ir)) == distinct
     x = np.random.default_rng(1).standard_normal((1, 8, 10, 10)).astype(np.float32)
     got = compiled.run({"x": x})["r2"]
     want = models.run_onnxruntime(model, {"x": x})["r2"]
@@ -117,7 +117,7 @@ def test_llvm_ir_differs_only_by_the_removed_duplicates():
     plain_spec = spec.replace(f",{DEDUP},", ",")
     plain = lower_module(lower(import_graph(_blocks_model()), plain_spec)).ir_module
     kept, every = _defined_kernels(reused), _defined_kernels(plain)
-    assert len(kept) == 5 and len(every) == 7
+    assert len(every) - len(kept) == 2
     first_of: dict[str, str] = {}  # every kernel → the first equal one
     for name, text in every.items():
         first_of[name] = next(n for n, t in every.items() if t == text)
