@@ -33,7 +33,8 @@ from xdsl.utils.exceptions import VerifyException
 from smelt.dialects import dtypes, locations
 from smelt.dialects import graph as g
 from smelt.errors import InvalidModel, ResourceLimit, SmeltError, UnsupportedModel
-from smelt.frontend import onnx_functions, symbolic_import
+from smelt.frontend import onnx_dims, onnx_functions, symbolic_import
+from smelt.frontend.onnx_body_shapes import inferred_shapes
 from smelt.frontend.onnx_constants import fix_inputs
 from smelt.frontend.onnx_load import (
     ModelLike,
@@ -41,11 +42,12 @@ from smelt.frontend.onnx_load import (
     load_model,
     tensor_array,
 )
-from smelt.frontend.onnx_scopes import NestedScopes, type_proto
+from smelt.frontend.onnx_scopes import NestedScopes
 from smelt.frontend.onnx_validate import DEFAULT_DOMAINS, full_check, validate
 from smelt.frontend.onnx_validate import label as node_label
 from smelt.frontend.onnx_values import (  # the handlers import these from here too
     Const,
+    DimArray,
     NodeContext,
     Unsupported,
     Value,
@@ -157,6 +159,8 @@ class _Importer(NestedScopes):
         return module
 
     def emit(self, cls, operands, result_types=None, **attrs) -> list[Value]:
+        if any(isinstance(v, DimArray) for v in operands):  # shape arithmetic
+            return onnx_dims.fold(cls, operands, result_types, attrs)
         if cls.FOLDABLE and all(isinstance(v, Const) for v in operands):
             scratch = Block(arg_types=[v.type for v in operands])
             op = cls.build(scratch.args, result_types, **attrs)
@@ -190,6 +194,8 @@ class _Importer(NestedScopes):
             )
 
     def materialize(self, v: Value) -> SSAValue:
+        if isinstance(v, DimArray):
+            raise v.refusal("it is used as run-time data")
         if not isinstance(v, Const):
             return v
         if v.ssa is None:
@@ -329,7 +335,7 @@ class _Importer(NestedScopes):
                 self.used |= onnx_functions.references(body.nodes)
                 for i, inner in enumerate(body.nodes):
                     self._node(i, inner, handlers, body.opset, depth + 1)
-                self._inferred_shapes(node, label, inputs, opset)
+                inferred_shapes(self, node, label, inputs, opset, _POISON)
                 return  # the body's nodes define the outputs
         except Unsupported as e:
             self.unsupported.append(_labelled(label, e))
@@ -346,47 +352,6 @@ class _Importer(NestedScopes):
         for name, v in zip(node.output, outputs):
             if name:
                 self.values[name] = v
-
-    def _inferred_shapes(
-        self, node: onnx.NodeProto, label: str, inputs: list, opset: int
-    ) -> None:
-        """Holds the outputs of an expanded onnx function body to the shapes
-        onnx's own inference gives the node: a body may broadcast where the op
-        does not (Celu's float[1] alpha made a scalar input's result [1]), so a
-        result of as many elements is reshaped, another one refused."""
-        if node.domain not in DEFAULT_DOMAINS or (node.domain, node.op_type) in (
-            self.functions
-        ):
-            return
-        try:
-            schema = onnx.defs.get_schema(node.op_type, opset, "")
-            types = {
-                name: type_proto(v)
-                for name, v in zip(node.input, inputs)
-                if name and v is not None
-            }
-            inferred = onnx.shape_inference.infer_node_outputs(schema, node, types)
-        except Exception:  # noqa: BLE001 (no inference: keep the body's shapes)
-            return
-        for name in node.output:
-            v, want = self.values.get(name), inferred.get(name)
-            if v is None or v is _POISON or want is None:
-                continue
-            dims = want.tensor_type.shape.dim
-            if not want.tensor_type.HasField("shape") or not all(
-                d.HasField("dim_value") for d in dims
-            ):
-                continue
-            shape = tuple(d.dim_value for d in dims)
-            if shape_of(v) == shape:
-                continue
-            if math.prod(shape_of(v)) != math.prod(shape):
-                raise SmeltError(
-                    f"{label}: onnx's function body gives output '{name}' shape "
-                    f"{list(shape_of(v))}, its shape inference {list(shape)}"
-                )
-            result = g.tensor(element_type_of(v), shape)
-            self.values[name] = self.emit(g.ReshapeOp, [v], [result])[0]
 
     def _lookup(self, name: str, label: str) -> Any:
         if name not in self.values:

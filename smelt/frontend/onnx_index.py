@@ -15,6 +15,7 @@ import numpy as np
 
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
+from smelt.frontend import onnx_dims
 from smelt.frontend.onnx import (
     Const,
     NodeContext,
@@ -297,7 +298,8 @@ def _range(ctx: NodeContext) -> list[Value]:
 
 @handles("Size")
 def _size(ctx: NodeContext) -> list[Value]:
-    return [Const(np.array(math.prod(shape_of(ctx.inputs[0])), np.int64))]
+    size = math.prod(shape_of(ctx.inputs[0]))
+    return [onnx_dims.make(onnx_dims.objects([size], ()))]
 
 
 # --- data-dependent output shapes ---------------------------------------------------

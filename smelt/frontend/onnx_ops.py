@@ -20,6 +20,7 @@ from smelt.dialects import graph as g
 from smelt.dialects.weights import ALIGNED_BYTES, held
 from smelt.errors import SmeltError
 from smelt.registry import Table
+from smelt.frontend import onnx_dims
 from smelt.frontend.onnx import (
     Const,
     NodeContext,
@@ -354,7 +355,6 @@ def _constant_of_shape(ctx: NodeContext) -> list[Value]:
 
 @handles("Shape")
 def _shape(ctx: NodeContext) -> list[Value]:
-    shape = shape_of(ctx.inputs[0])
-    start, end = ctx.attr("start", 0), ctx.attr("end", None)
-    return [Const(np.array(shape[start:end], np.int64))]
+    shape = shape_of(ctx.inputs[0])[ctx.attr("start", 0) : ctx.attr("end", None)]
+    return [onnx_dims.make(onnx_dims.objects(shape, (len(shape),)))]
 

@@ -14,6 +14,7 @@ import numpy as np
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import graph as g
+from smelt.dialects.symbolic_bounds import interval
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of, shape_of
 from smelt.frontend.onnx_loop_index import slice_by_counter
@@ -28,8 +29,15 @@ def reshape_target(
     ctx: NodeContext, src: Sequence[int], spec: Sequence[int]
 ) -> list[int]:
     """ONNX Reshape's output shape: 0 copies the input dim (unless allowzero), one -1
-    is inferred."""
+    is inferred. A symbolic entry of `spec` (a shape computed from `Shape`) must
+    be >= 1 for every value of its symbols."""
     allowzero = ctx.attr("allowzero", 0)
+    for d in spec:
+        if isinstance(d, g.Dim) and interval(d)[0] < 1:
+            raise g.SymbolicDimError(
+                f"{ctx.label}: its target shape entry '{d}' may be 0 or negative "
+                "for some values of its symbols; fix them with input_shapes="
+            )
     out = [src[i] if d == 0 and not allowzero and i < len(src) else d
            for i, d in enumerate(spec)]  # fmt: skip
     total, known = math.prod(src), math.prod(d for d in out if d != -1)
@@ -59,8 +67,14 @@ def reshape_target(
 def _reshape(ctx: NodeContext) -> list[Value]:
     x = ctx.inputs[0]
     spec = ctx.attr("shape") if ctx.opset < 5 else ctx.const(1, "shape")
-    target = reshape_target(ctx, shape_of(x), [int(d) for d in np.reshape(spec, -1)])
+    target = reshape_target(ctx, shape_of(x), dims_of(np.reshape(spec, -1)))
     return [ctx.reshape(x, target)]
+
+
+def dims_of(values) -> list:
+    """The entries of a shape operand: ints, and the symbolic dims of a shape
+    value computed from `Shape` (`onnx_dims`)."""
+    return [d if isinstance(d, g.Dim) else int(d) for d in values]
 
 
 @handles("Flatten")
@@ -112,14 +126,34 @@ def _squeeze(ctx: NodeContext) -> list[Value]:
 @handles("Expand")
 def _expand(ctx: NodeContext) -> list[Value]:
     x = ctx.inputs[0]
-    spec = [int(d) for d in ctx.const(1, "shape").reshape(-1)]
+    spec = dims_of(ctx.const(1, "shape").reshape(-1))
     try:
         shape = g.broadcast_shapes(shape_of(x), tuple(spec))
     except VerifyException:
         raise ctx.invalid(
             f"cannot expand {list(shape_of(x))} to {spec}: they must broadcast"
         ) from None
-    return ctx.emit(g.ExpandOp, [x], shape=list(shape))
+    return ctx.emit(g.ExpandOp, [x], shape=expand_attr(ctx, shape_of(x), shape))
+
+
+def expand_attr(ctx: NodeContext, src: Sequence, shape: Sequence) -> list[int]:
+    """graph.expand's `shape` for the broadcast result `shape` of `src`: a
+    symbolic dim is kept by broadcasting 1 against the input's own dim; one the
+    input does not have (it has 1 there) cannot be written yet: refused."""
+    pad = len(shape) - len(src)
+    out = []
+    for i, d in enumerate(shape):
+        if isinstance(d, g.Dim):
+            if i < pad or src[i - pad] != d:
+                raise g.SymbolicDimError(
+                    f"{ctx.label}: expanding {g.shape_str(src)} to "
+                    f"{g.shape_str(shape)} makes a symbolic dim ('{d}') that the "
+                    "input does not have, which graph.expand cannot write yet; fix "
+                    "it with input_shapes="
+                )
+            d = 1
+        out.append(d)
+    return out
 
 
 @handles("Transpose")

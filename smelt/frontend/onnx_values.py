@@ -16,6 +16,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
+from smelt.dialects.symbolic import SymbolicDimError
 from smelt.errors import InvalidModel, SmeltError, UnsupportedModel
 
 if TYPE_CHECKING:
@@ -44,7 +45,31 @@ class Const:
         return g.tensor(dtypes.from_numpy(self.array.dtype), self.array.shape)
 
 
-Value = SSAValue | Const
+class DimArray:
+    """An integer array known at import whose entries are ints and symbolic dims
+    (`Shape` of a tensor with symbolic dims; `onnx_dims` folds the shape
+    arithmetic on it). It is never run-time data: an op that would read it at
+    run time is refused."""
+
+    def __init__(self, array: np.ndarray, dtype: np.dtype = np.dtype(np.int64)):
+        self.array = np.asarray(array, dtype=object)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def type(self) -> TensorType:
+        return g.tensor(dtypes.from_numpy(self.dtype), self.array.shape)
+
+    def text(self) -> str:
+        return "[" + ", ".join(str(d) for d in self.array.reshape(-1)) + "]"
+
+    def refusal(self, what: str) -> SymbolicDimError:
+        return SymbolicDimError(
+            f"the shape value {self.text()} holds symbolic dims, and {what}; fix "
+            "them with input_shapes="
+        )
+
+
+Value = SSAValue | Const | DimArray
 
 
 def element_type(onnx_type: int, what: str) -> Attribute:
@@ -92,6 +117,8 @@ class NodeContext:
         v = self.input(i)
         if v is None:
             return None
+        if isinstance(v, DimArray):  # int() of a symbolic entry refuses by name
+            return v.array
         if not isinstance(v, Const):
             raise SmeltError(
                 f"{self.label}: its {what} (input {i} '{self.node.input[i]}') must be "
@@ -147,14 +174,20 @@ class NodeContext:
 
 
 def shape_of(v: Value) -> tuple[int, ...]:
-    return tuple(v.array.shape) if isinstance(v, Const) else g.shape_of(v)
+    if isinstance(v, Const | DimArray):
+        return tuple(v.array.shape)
+    return g.shape_of(v)
 
 
 def element_type_of(v: Value) -> Attribute:
-    return v.type.element_type if isinstance(v, Const) else g.element_type_of(v)
+    if isinstance(v, Const | DimArray):
+        return v.type.element_type
+    return g.element_type_of(v)
 
 
 def numpy_type_of(v: Value) -> np.dtype:
+    if isinstance(v, DimArray):
+        return v.dtype
     return (
         v.array.dtype if isinstance(v, Const) else dtypes.to_numpy(v.type.element_type)
     )
