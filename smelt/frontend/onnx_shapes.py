@@ -43,17 +43,20 @@ def reshape_target(
     total, known = math.prod(src), math.prod(d for d in out if d != -1)
     if out.count(-1) > 1 or any(d < -1 for d in out):
         raise ctx.invalid(
-            f"target shape {list(spec)} may hold one -1 at most and no other "
+            f"target shape {g.shape_str(spec)} may hold one -1 at most and no other "
             "negative dim"
         )
     if -1 in out:
         if known == 0 or total % known:
-            raise ctx.invalid(f"cannot reshape {g.shape_str(src)} to {list(spec)}")
+            raise ctx.invalid(
+                f"cannot reshape {g.shape_str(src)} to {g.shape_str(spec)}"
+            )
         out[out.index(-1)] = total // known
     if math.prod(out) != total:
-        if any(isinstance(d, g.Dim) for d in src):  # valid for one value of them
+        if any(isinstance(d, g.Dim) for d in (*src, *out)):  # for one value only
             raise g.SymbolicDimError(
-                f"{ctx.label}: cannot reshape {g.shape_str(src)} to {list(spec)} "
+                f"{ctx.label}: cannot reshape {g.shape_str(src)} to "
+                f"{g.shape_str(spec)} "
                 "for every value of its symbolic dims (the target fixes the element "
                 "count); fix them with input_shapes="
             )

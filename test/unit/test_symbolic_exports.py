@@ -8,6 +8,7 @@ same file at those dims, op by op."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -17,7 +18,8 @@ import smelt
 from smelt.dialects import graph as g
 from smelt.dialects.symbolic import SymbolicDimError, substitute, sym
 from smelt.errors import SmeltError
-from smelt.frontend.onnx import import_model
+from smelt.frontend import onnx_dims
+from smelt.frontend.onnx import Const, import_model
 from smelt.frontend.symbolic_import import symbolic_shapes
 
 torch = pytest.importorskip("torch")
@@ -116,3 +118,91 @@ def _shape_model(nodes, inits, outputs, x=("batch", "seq", 8)):
         [numpy_helper.from_array(v, k) for k, v in inits.items()],
     )  # fmt: skip
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(
+    "cls, rhs",
+    [(g.AddOp, [2, -3, 4, 3, -2]), (g.SubOp, [2, -3, 4, 3, -2]),
+     (g.MulOp, [2, -3, 4, 3, -2]), (g.DivOp, [2, -3, 4, 3, -2]),
+     (g.DivOp, [1, 2, 3, 4, 5])],
+)  # fmt: skip
+def test_int64_arithmetic_on_dims_is_onnxruntimes(cls, rhs):
+    """Oracle: onnxruntime's int64 Add / Sub / Mul / Div (truncating toward zero)
+    on the numbers the symbols are bound to; the symbolic entries have every
+    sign."""
+    ort = pytest.importorskip("onnxruntime")
+    lhs = [S, -S, 2 * S + 1, -(B * S) - 1, (S + 1) // 2]
+    got = onnx_dims.fold(cls, [_dims(lhs), Const(np.array(rhs, np.int64))], None, {})
+    op = cls.name.split(".")[1].capitalize()
+    node = helper.make_node(op, ["a", "b"], ["y"])
+    graph = helper.make_graph(
+        [node], "op",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, [5]) for n in "ab"],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [5])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = ort.InferenceSession(model.SerializeToString())
+    for batch, seq in [(1, 1), (3, 5), (2, 8), (7, 1000)]:
+        bindings = {"batch": batch, "seq": seq}
+        a = np.array([substitute(d, bindings) for d in lhs], np.int64)
+        (want,) = session.run(None, {"a": a, "b": np.array(rhs, np.int64)})
+        bound = [substitute(d, bindings) for d in np.reshape(_array(got[0]), -1)]
+        assert bound == want.tolist(), (lhs, bindings)
+
+
+def _dims(entries):
+    return onnx_dims.make(onnx_dims.objects(entries, (len(entries),)))
+
+
+def _array(v):
+    return v.array
+
+
+def test_comparisons_decide_only_over_the_whole_range():
+    # seq >= 1 always: seq == 0 is false, seq >= 1 true, for every value
+    (eq,) = onnx_dims.fold(g.EqualOp, [_dims([S, B * S]), Const(np.array([0, -1]))],
+                           None, {})  # fmt: skip
+    assert eq.array.tolist() == [False, False]
+    (ge,) = onnx_dims.fold(g.GreaterEqualOp, [_dims([S]), Const(np.array([1]))],
+                           None, {})  # fmt: skip
+    assert ge.array.tolist() == [True]
+    # seq == 1 and seq < 4 depend on seq; seq - 3 has either sign: refused
+    for cls, rhs in [(g.EqualOp, 1), (g.LessOp, 4)]:
+        with pytest.raises(SymbolicDimError, match="exactly for every value"):
+            onnx_dims.fold(cls, [_dims([S]), Const(np.array([rhs]))], None, {})
+    with pytest.raises(SymbolicDimError, match="'seq - 3' depends on"):
+        onnx_dims.fold(g.DivOp, [_dims([S - 3]), Const(np.array([2]))], None, {})
+
+
+def test_export_patterns_fold_to_the_target_shapes():
+    """The masks of exported attention (Equal(shape, -1) -> Where), a Size, a
+    Div of a size, a Shape of a shape value, and a float Cast refused by name."""
+    n = helper.make_node
+    ints = {"i0": np.array([0]), "i1": np.array([1]), "i2": np.array([2]),
+            "m1": np.array([-1, -1, -1]), "two": np.array(2), "ax": np.array([0])}
+    nodes = [
+        n("Equal", ["s", "m1"], ["eq"]),
+        n("Where", ["eq", "i1", "s"], ["w"]),  # the shape with -1 made 1
+        n("Reshape", ["x", "w"], ["y1"]),
+        n("Size", ["x"], ["size"]),
+        n("Div", ["size", "two"], ["half"]),  # batch*seq*8 / 2
+        n("Unsqueeze", ["half", "ax"], ["half1"]),
+        n("Concat", ["half1", "i2"], ["t2"], axis=0),
+        n("Reshape", ["x", "t2"], ["y2"]),
+        n("Gather", ["s", "i2"], ["c"]),
+        n("Div", ["c", "two"], ["c2"]),
+        n("Slice", ["s", "i0", "i2"], ["bs"]),
+        n("Concat", ["bs", "i2", "c2"], ["t"], axis=0),
+        n("Reshape", ["x", "t"], ["y3"]),
+        n("Shape", ["t"], ["tt"]),
+        n("ConstantOfShape", ["tt"], ["z"]),
+    ]
+    inits = {k: v.astype(np.int64) for k, v in ints.items()}
+    model = _shape_model(nodes, inits, ["y1", "y2", "y3", "z"])
+    shapes = symbolic_shapes(import_model(model, symbolic=True))
+    assert shapes["y1"] == (B, S, 8) and shapes["y2"] == (4 * B * S, 2)
+    assert shapes["y3"] == (B, S, 2, 4) and shapes["z"] == (4,)
+    cast = [n("Cast", ["s"], ["f"], to=TensorProto.FLOAT)]
+    with pytest.raises(SmeltError, match=r"\[batch, seq, 8\] holds symbolic dims, "
+                                         "and a cast to float32 needs numbers"):
+        import_model(_shape_model(cast, {}, ["f"]), symbolic=True)
