@@ -218,11 +218,26 @@ def slice_bounds(
     rank = len(shape)
     axes = range(rank) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ctx.invalid(
+            f"starts, ends, axes and steps have {len(starts)}, {len(ends)}, "
+            f"{len(axes)} and {len(steps)} entries; they must have as many"
+        )
     out = {"starts": [0] * rank, "ends": list(shape), "steps": [1] * rank}
     seen = set()
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         a = axis_of(ctx, int(axis), rank)
-        dim, start, end, step = shape[a], int(start), int(end), int(step)
+        dim, step = shape[a], int(step)
+        if isinstance(end, g.Dim) and end == dim and step > 0:  # x[:, :x.shape[1]]
+            end = _INT64_MAX
+        for name, bound in (("start", start), ("end", end)):
+            if isinstance(bound, g.Dim):
+                raise g.SymbolicDimError(
+                    f"{ctx.label}: its {name} on axis {a} (extent {dim}) is the "
+                    f"symbolic '{bound}', which graph.slice cannot take yet; fix "
+                    "its dims with input_shapes="
+                )
+        start, end = int(start), int(end)
         if step == 0 or a in seen:
             raise ctx.invalid(
                 f"axis {axis} has step 0 or is named twice; steps must be non-zero "

@@ -206,3 +206,22 @@ def test_export_patterns_fold_to_the_target_shapes():
     with pytest.raises(SmeltError, match=r"\[batch, seq, 8\] holds symbolic dims, "
                                          "and a cast to float32 needs numbers"):
         import_model(_shape_model(cast, {}, ["f"]), symbolic=True)
+
+
+def test_slices_up_to_a_dim():
+    """x[:, :x.shape[1]] keeps the axis; an end of seq on a fixed axis of 16
+    (an exported position table) is refused by name."""
+    n = helper.make_node
+    ints = {k: np.array(v, np.int64) for k, v in
+            {"i0": [0], "i1": [1], "i2": [2], "ax": [1]}.items()}  # fmt: skip
+    nodes = [
+        n("Slice", ["s", "i1", "i2"], ["end"]),  # [seq]
+        n("Slice", ["x", "i0", "end", "ax"], ["y"]),
+        n("Slice", ["table", "i0", "end", "ax"], ["t"]),
+    ]
+    ints["table"] = np.zeros((1, 16), np.float32)
+    model = _shape_model(nodes[:2], ints, ["y"])
+    assert symbolic_shapes(import_model(model, symbolic=True))["y"] == (B, S, 8)
+    with pytest.raises(SmeltError, match=r"Slice#3: its end on axis 1 \(extent 16\) "
+                                         "is the symbolic 'seq'"):
+        import_model(_shape_model(nodes, ints, ["t"]), symbolic=True)
