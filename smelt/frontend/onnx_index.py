@@ -18,6 +18,7 @@ from smelt.errors import SmeltError
 from smelt.frontend import onnx_dims
 from smelt.frontend.onnx import (
     Const,
+    DimArray,
     NodeContext,
     Value,
     element_type,
@@ -274,6 +275,14 @@ def _eye_like(ctx: NodeContext) -> list[Value]:
 @handles("Range")
 def _range(ctx: NodeContext) -> list[Value]:
     what = "{} (the inputs of Range decide its length; " + _STATIC + ")"
+    for i, name in enumerate(("start", "limit", "delta")):
+        v = ctx.input(i)
+        if isinstance(v, DimArray):
+            raise g.SymbolicDimError(
+                f"{ctx.label}: its {name} is {v.text()}, so its length is "
+                "symbolic, and the graph has no run-time Range yet; fix the dims "
+                "with input_shapes="
+            )
     start, limit, delta = (
         ctx.const(i, what.format(n)).reshape(-1)[0]
         for i, n in enumerate(("start", "limit", "delta"))

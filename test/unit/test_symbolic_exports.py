@@ -225,3 +225,12 @@ def test_slices_up_to_a_dim():
     with pytest.raises(SmeltError, match=r"Slice#3: its end on axis 1 \(extent 16\) "
                                          "is the symbolic 'seq'"):
         import_model(_shape_model(nodes, ints, ["t"]), symbolic=True)
+
+
+def test_a_range_of_symbolic_length_is_refused_by_name():
+    n = helper.make_node
+    ints = {k: np.array(v, np.int64) for k, v in {"i0": 0, "i1": 1}.items()}
+    nodes = [n("Gather", ["s", "i1"], ["seq"]), n("Range", ["i0", "seq", "i1"], ["r"])]
+    with pytest.raises(SmeltError, match=r"Range#2: its limit is \[seq\], so its "
+                                         "length is symbolic"):
+        import_model(_shape_model(nodes, ints, ["r"]), symbolic=True)
