@@ -45,6 +45,7 @@ from xdsl.transforms.dead_code_elimination import dce
 
 from smelt.dialects import dtypes, graph
 from smelt.errors import SmeltError
+from smelt.passes import remarks
 
 LOW_TYPES: dict[str, Attribute] = {"f16": dtypes.f16, "bf16": dtypes.bf16}
 
@@ -113,13 +114,52 @@ class _Converter:
 
     def run(self, f: func.FuncOp) -> None:
         block = f.body.block
+        f32_read = self._read_as_f32_only(block)
         for op in list(block.ops):
             if isinstance(op, func.ReturnOp):
                 self._restore_operands(op)
             elif isinstance(op, graph.ConstantOp):
                 continue
+            elif op in f32_read:
+                remarks.missed(
+                    QuantCastPass.name, op,
+                    f"kept f32: only f32 ops read it (a {self.low} copy would be "
+                    "cast back before each)",
+                )  # fmt: skip
+                self._restore_operands(op)
             elif isinstance(op, graph.GraphOp):
                 self._convert(op)
+
+    def _read_as_f32_only(self, block) -> set[Operation]:
+        """The ops, not kept f32 themselves, whose results only f32 ops read: ops
+        kept f32 (`keep`: contractions without a fast 16-bit path) and ops of this
+        set. Stored in 16 bits they would be rounded, then cast back by a kernel
+        of their own before each reader (a conv takes no fused prologue): more
+        traffic than the f32 store, so they stay f32 (on AVX2, what runs between
+        a CNN's convs). Contractions are left to `keep`; the outputs' producers
+        convert as before (their cast up fuses into their kernel)."""
+        f32_users: set[Operation] = set()  # ops that read f32 operands
+        result: set[Operation] = set()
+        for op in reversed(list(block.ops)):
+            if not isinstance(op, graph.GraphOp) or isinstance(op, graph.ConstantOp):
+                continue
+            if self.keep(op):
+                if op.ANCHOR == "contraction":
+                    remarks.missed(
+                        QuantCastPass.name, op,
+                        f"kept f32: no fast {self.low} path for this contraction on "
+                        "this target (f32 compute; quant-cast{contractions=true} "
+                        "forces one)",
+                    )  # fmt: skip
+                f32_users.add(op)
+                continue
+            if op.ANCHOR == "contraction":  # a 16-bit one computes otherwise
+                continue
+            users = [use.operation for r in op.results for use in r.uses]
+            if users and all(u in f32_users for u in users):
+                f32_users.add(op)
+                result.add(op)
+        return result
 
     # --- values -----------------------------------------------------------------
 

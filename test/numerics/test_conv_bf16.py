@@ -122,3 +122,46 @@ def test_bf16_convs_against_onnxruntime(case, level):
     # before the Add (an epilogue op of its own in bf16): a few 2^-8 of the scale
     np.testing.assert_allclose(out, ref, rtol=2e-2, atol=2e-2 * scale)
     assert models.rel_error(out, ref) < 2.0**-6
+
+
+def test_values_only_f32_ops_read_stay_f32():
+    """x → Conv → Relu → Conv → Relu → y on AVX2 (f32 convs): the first Relu, read
+    only by the second (f32) conv, stays f32 (stored bf16 it would be rounded and
+    cast back by a kernel of its own) and a remark says so; the last Relu, read
+    by the return, is still bf16 (its cast up fuses into its kernel)."""
+    from smelt.dialects import dtypes, graph
+    from smelt.passes import remarks
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("w1", (8, 4, 3, 3)), ("w2", (8, 8, 1, 1)))]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4, name="conv1"),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
+        helper.make_node("Relu", ["c2"], ["y"], name="relu2"),
+    ]
+    model = helper.make_model(
+        helper.make_graph(
+            nodes, "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])],
+            inits,
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )  # fmt: skip
+    module = import_graph(model)
+    with remarks.collect() as missed:
+        lower(module, 'target-attach-cpu{cpu="x86-64-v3"},quant-cast{to=bf16}')
+    ops = list(next(iter(module.ops)).body.block.ops)
+    relu1, relu2 = [op for op in ops if isinstance(op, graph.ReluOp)]
+    conv2 = [op for op in ops if isinstance(op, graph.Conv2dOp)][1]
+    assert graph.element_type_of(relu1.result) == dtypes.f32
+    assert conv2.input is relu1.result  # no cast between them
+    assert graph.element_type_of(relu2.result) == dtypes.bf16
+    casts = [op for op in ops if isinstance(op, graph.CastOp)]
+    types = [graph.element_type_of(c.result) for c in casts]
+    assert types == [dtypes.bf16, dtypes.f32]
+    reasons = [(r.nodes, r.reason) for r in missed]
+    assert any("relu1" in n and "only f32 ops read it" in why for n, why in reasons)
+    assert sum("no fast bf16 path" in why for _, why in reasons) == 2
