@@ -23,6 +23,7 @@ from smelt.registry import Table
 from smelt.frontend import onnx_dims
 from smelt.frontend.onnx import (
     Const,
+    DimArray,
     NodeContext,
     Value,
     element_type,
@@ -339,6 +340,13 @@ def _tensor_value(ctx: NodeContext, tensor) -> np.ndarray:
 
 @handles("ConstantOfShape")
 def _constant_of_shape(ctx: NodeContext) -> list[Value]:
+    given = ctx.input(0)
+    if isinstance(given, DimArray):
+        raise g.SymbolicDimError(
+            f"{ctx.label}: its shape {given.text()} is symbolic, and a filled tensor "
+            "of symbolic dims cannot be written yet (graph.expand keeps only the "
+            "dims of its input); fix them with input_shapes="
+        )
     shape = [int(d) for d in ctx.const(0, "shape").reshape(-1)]
     value = ctx.attrs.get("value")
     fill = _tensor_value(ctx, value).reshape(-1) if value is not None else None

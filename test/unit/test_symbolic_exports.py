@@ -234,3 +234,10 @@ def test_a_range_of_symbolic_length_is_refused_by_name():
     with pytest.raises(SmeltError, match=r"Range#2: its limit is \[seq\], so its "
                                          "length is symbolic"):
         import_model(_shape_model(nodes, ints, ["r"]), symbolic=True)
+
+
+def test_a_filled_tensor_of_symbolic_shape_is_refused_by_name():
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["z"])]
+    with pytest.raises(SmeltError, match=r"ConstantOfShape#1: its shape "
+                                         r"\[batch, seq, 8\] is symbolic"):
+        import_model(_shape_model(nodes, {}, ["z"]), symbolic=True)
