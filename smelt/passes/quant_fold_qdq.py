@@ -49,6 +49,7 @@ from smelt.dialects import dtypes, graph, locations
 from smelt.dialects import quant as q
 from smelt.dialects.graph_base import shape_of, tensor
 from smelt.passes.quant_depthwise import MAX_TAPS
+from smelt.passes.quant_grouped import SplitGroupedConv, qgemm_target
 from smelt.passes.quant_integer import (
     Dq,
     bias_real,
@@ -263,9 +264,14 @@ class QuantFoldQdqPass(ModulePass):
     grouped_conv: bool = True
     """Fold convs with groups > 1 too (no qgemm takes them: an i32 loop nest).
     Depthwise convs (group = C in = C out) are folded either way: quant-pack-gemm
-    makes them a quant.dwconv."""
+    makes them a quant.dwconv; and with `conv`, on a CPU that a qgemm runs on,
+    a grouped conv of a per-tensor dequantized input and constant weights is
+    split first into one conv per group (quant_grouped), each a plain conv."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.conv and qgemm_target(op):  # grouped: a qgemm per group
+            split = PatternRewriteWalker(SplitGroupedConv(), apply_recursively=False)
+            split.rewrite_module(op)
         fold = FoldContraction(self.conv, self.grouped_conv)
         patterns = GreedyRewritePatternApplier(
             [BatchNormAffine(), CarryThrough(), CarryConcat(), QuantizeOfDequantize(),

@@ -178,3 +178,31 @@ def test_block_stack_dw_epilogues():
         owners = [r.kernel for r in rows if any(chain in n for n in r.nodes)]
         assert owners and all(k.startswith("quant_dwconv") for k in owners), (
             chain, owners)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "c_in, c_out, groups, dtype, relu",
+    [
+        pytest.param(8, 12, 2, np.uint8, False, id="g2-u8"),
+        pytest.param(16, 8, 4, np.int8, True, id="g4-s8-relu"),
+        pytest.param(12, 24, 4, np.uint8, True, id="g4-u8-relu"),
+    ],
+)
+def test_grouped_conv_split_into_integer_convs(c_in, c_out, groups, dtype, relu):
+    """A grouped QDQ conv (not depthwise) runs as one integer conv per group
+    (quant_grouped: qgemm kernels, no float conv), within one step of
+    onnxruntime's QDQ run in float."""
+    from test_quant_depthwise import qdq_conv
+
+    m = qdq_conv(c_in, c_out, groups, 3, 1, 1, 10, dtype, relu, seed=groups)
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(5).integers(info.min, info.max + 1, (1, c_in, 10, 10))
+    feeds = {"xq": x.astype(dtype)}
+    compiled = smelt.compile(m, profile=True)
+    (ours,) = compiled.run(feeds).values()
+    (want,) = ort_outputs(m, feeds, optimized=False)
+    assert ours.shape == want.shape and ours.dtype == want.dtype
+    assert np.abs(ours.astype(np.int64) - want.astype(np.int64)).max() <= 1
+    kernels = [row.kernel for row in compiled.profile()]
+    assert any(k.startswith("quant_qgemm") for k in kernels), kernels
+    assert not any("conv2d" in k for k in kernels), kernels

@@ -12,7 +12,8 @@ onnxruntime's unoptimized run (the QDQ graph as written, in float) as the bar of
 QDQ path rounds differently from its integer kernels, and a deep net amplifies
 the flips: vgg19), as close as onnxruntime's default run is. Every conv /
 gemm is an integer kernel except grouped convs (alexnet's), which stay float
-(quant-fold-qdq{grouped_conv=false})."""
+(quant-fold-qdq{grouped_conv=false}) on hosts without a qgemm micro-kernel and
+are split into one integer conv per group on the others (quant_grouped)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import smelt
+from smelt.dialects.quant_gemm import choose_variant
 from smelt.passes.quant_depthwise import MAX_TAPS
+from smelt.targets.cpu_spec import host
 from int8_oracle import ort_weight_bits
 from quant_ort_models import (
     contractions,
@@ -52,7 +55,10 @@ CASES = [
 def grouped_convs(model) -> int:
     """Convs with group > 1 that stay float: every grouped conv but a depthwise
     one (group = C in = C out, one filter per channel, at most MAX_TAPS taps),
-    which quant-fold-qdq makes integer (quant.dwconv)."""
+    which quant-fold-qdq makes integer (quant.dwconv); none on a host with a
+    qgemm micro-kernel, where quant_grouped splits them per group."""
+    if choose_variant(host().has) is not None:
+        return 0
     weights = {t.name: list(t.dims) for t in model.graph.initializer}
     for n in model.graph.node:  # a QDQ file's weight: DequantizeLinear(initializer)
         if n.op_type == "DequantizeLinear" and n.input[0] in weights:

@@ -216,12 +216,16 @@ func.func @depthwise_conv(%arg0: tensor<1x2x2x2xui8>) -> tensor<1x2x2x2xui8> {
   func.return %y : tensor<1x2x2x2xui8>
 }
 
-// Negative: a grouped conv that is not depthwise (2 groups of 2 channels) has
-// neither a qgemm nor a dwconv form: its i32 conv stays.
+// A grouped conv that is not depthwise (2 groups of 2 channels): quant-fold-qdq
+// splits its 8-bit input per group (quant_grouped), each group a qgemm, the
+// 8-bit results concatenated; no conv stays.
 // CONV-LABEL: func.func @grouped_conv
-// CONV: graph.conv2d {{.*}} group = 2 : i64{{.*}} -> tensor<1x2x2x4xi32>
-// CONV-NOT: quant.qgemm
-// CONV-NOT: quant.dwconv
+// CONV: graph.split %arg0 {axis = 1 : i64, sizes = array<i64: 2, 2>}
+// CONV: quant.qgemm {{.*}} k = 2 : i64, n = 2 : i64
+// CONV: quant.qgemm {{.*}} k = 2 : i64, n = 2 : i64
+// CONV: graph.concat {{.*}} -> tensor<1x2x2x4xui8>
+// CONV-NOT: graph.conv2d
+// CONV: func.return
 func.func @grouped_conv(%arg0: tensor<1x4x2x2xui8>) -> tensor<1x4x2x2xui8> {
   %xs = graph.constant dense<0.5> : tensor<f32>
   %xz = graph.constant dense<3> : tensor<ui8>
