@@ -143,7 +143,9 @@ def clone_body_into(
         if isinstance(op, loop.YieldOp):
             yielded = [mapping.get(v, v) for v in op.values]
             continue
-        new = op.clone(mapping)
+        # without regions: clone_without_regions is clone less its second
+        # pass over the copy's ops
+        new = op.clone(mapping) if op.regions else op.clone_without_regions(mapping)
         if before is None:
             dest.add_op(new)
         else:

@@ -15,12 +15,14 @@ from smelt.passes.loop_nest import add_index, index_constant
 
 
 def _copies(
-    op: loop.ForOp, factor: int, full: bool, jam: bool = False
+    op: loop.ForOp, factor: int, full: bool, jam: bool = False, last: bool = False
 ) -> tuple[list[Block], int]:
     """`factor` clones of `op`'s body in fresh blocks; clone j sees the induction
     variable iv + j·step (a constant when `full`; with `jam` clone 0 too adds
     its 0, so that every clone holds the same ops, which the jam pairs up).
-    Returns them and the number of iterations they cover."""
+    With `last` (the caller removes `op` afterwards) the last copy is `op`'s own
+    body ops, moved rather than cloned. Returns them and the number of
+    iterations they cover."""
     blocks = []
     for j in range(factor):
         block = Block(arg_types=[a.type for a in op.body.block.args])
@@ -38,10 +40,36 @@ def _copies(
             block.add_op(c)
             mapping[op.iv] = add_index(block, None, block.args[0], c.result)
         mapping[op.iv].name_hint = op.iv.name_hint
-        yielded = loop_nest.clone_body_into(op.body.block, block, mapping)
+        if last and j == factor - 1:
+            yielded = _move_body_into(op.body.block, block, mapping)
+        else:
+            yielded = loop_nest.clone_body_into(op.body.block, block, mapping)
         block.add_op(loop.YieldOp(*yielded))
         blocks.append(block)
     return blocks, factor
+
+
+def _move_body_into(
+    src: Block, dest: Block, mapping: dict[SSAValue, SSAValue]
+) -> list[SSAValue]:
+    """What clone_body_into does, but the ops of `src` (without its yield, which
+    is erased) move into `dest`: `src`'s arguments are replaced by their images
+    under `mapping` (the clone of `src`'s last copy, without the cloning)."""
+    for arg in src.args:
+        image = mapping.get(arg)
+        if image is not None:
+            hint = image.name_hint  # a clone's block arguments take no hint
+            arg.replace_all_uses_with(image)
+            image.name_hint = hint
+    yielded: list[SSAValue] = []
+    for op in list(src.ops):
+        op.detach()
+        if isinstance(op, loop.YieldOp):
+            yielded = list(op.values)
+            op.erase()
+            continue
+        dest.add_op(op)
+    return yielded
 
 
 def _chain(blocks: list[Block], dest: Block, inits: list[SSAValue]) -> list[SSAValue]:
@@ -142,7 +170,9 @@ def unroll(op: loop.ForOp, factor: int = 0, jam: bool = False) -> None:
         return
     parent = op.parent_block()
     assert parent is not None
-    blocks, _ = _copies(op, factor, full, jam)
+    main_ub = op.lb.data + (trips // factor) * factor * op.step.data
+    # `op` goes when the copies cover all its iterations: its body is the last copy
+    blocks, _ = _copies(op, factor, full, jam, last=full or main_ub == op.ub.data)
     if full:
         # the copies go straight into the parent block before `op`
         holder = Block()
@@ -158,7 +188,6 @@ def unroll(op: loop.ForOp, factor: int = 0, jam: bool = False) -> None:
             old.replace_all_uses_with(new)
         loop_nest.remove(op)
         return
-    main_ub = op.lb.data + (trips // factor) * factor * op.step.data
     main = loop.ForOp(
         op.lb.data, main_ub, op.step.data * factor, op.kind.data, op.iter_inits
     )
