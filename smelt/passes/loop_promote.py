@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, vector
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.dialects import dtypes, loop
@@ -25,26 +25,66 @@ MEMORY_OPS = (
 )
 
 
+_ACCESS: dict[type, tuple[bool, str, str | None] | None] = {}
+"""Per op type (a memory op's: isinstance on op classes, ABCs, costs most of a
+walk over a kernel): whether it stores, the name of its buffer operand, the
+name of its stored operand (None: a load, whose result type is accessed)."""
+
+
+def _access(op: Operation) -> tuple[bool, str, str | None] | None:
+    t = type(op)
+    if t in _ACCESS:
+        return _ACCESS[t]
+    info = None
+    if issubclass(t, MEMORY_OPS):
+        store = issubclass(t, memref.StoreOp | vector.StoreOp | vector.MaskedStoreOp)
+        buffer = "memref" if issubclass(t, memref.LoadOp | memref.StoreOp) else "base"
+        if issubclass(t, memref.LoadOp | vector.LoadOp | vector.MaskedLoadOp):
+            stored = None
+        elif issubclass(t, vector.MaskedStoreOp):
+            stored = "value_to_store"
+        else:
+            stored = "value" if issubclass(t, memref.StoreOp) else "vector"
+        info = (store, buffer, stored)
+    _ACCESS[t] = info
+    return info
+
+
+def is_memory(op: Operation) -> bool:
+    """isinstance(op, MEMORY_OPS)."""
+    return _access(op) is not None
+
+
 def _buffer(op: Operation) -> SSAValue:
-    return op.memref if isinstance(op, memref.LoadOp | memref.StoreOp) else op.base
+    info = _access(op)
+    return getattr(op, info[1] if info is not None else "base")
+
+
+_VIEW: dict[type, bool] = {}
 
 
 def _root(buffer: SSAValue) -> SSAValue:
-    while isinstance(buffer.owner, loop.ViewOp):
-        buffer = buffer.owner.source
-    return buffer
+    while True:
+        owner = buffer.owner
+        t = type(owner)
+        view = _VIEW.get(t)
+        if view is None:
+            view = _VIEW[t] = issubclass(t, loop.ViewOp)
+        if not view:
+            return buffer
+        buffer = owner.source
 
 
 def _is_store(op: Operation) -> bool:
-    return isinstance(op, memref.StoreOp | vector.StoreOp | vector.MaskedStoreOp)
+    info = _access(op)
+    return info is not None and info[0]
 
 
 def _accessed_type(op: Operation) -> Attribute:
-    if isinstance(op, memref.LoadOp | vector.LoadOp | vector.MaskedLoadOp):
-        return op.results[0].type
-    if isinstance(op, vector.MaskedStoreOp):
-        return op.value_to_store.type
-    return op.value.type if isinstance(op, memref.StoreOp) else op.vector.type
+    info = _access(op)
+    if info is None:  # not a memory op: as the isinstance chain had it
+        return op.vector.type
+    return op.results[0].type if info[2] is None else getattr(op, info[2]).type
 
 
 def _mask(op: Operation) -> SSAValue | None:
@@ -123,10 +163,33 @@ class Cell:
     accesses: list[Operation] = field(default_factory=list)
 
 
-def _defined_outside(value: SSAValue, op: loop.ForOp) -> bool:
-    owner = value.owner
-    where = owner.parent_op() if not isinstance(owner, Operation) else owner
-    return where is None or not op.is_ancestor(where)
+def _outside(op: loop.ForOp):
+    """`value -> whether value is defined outside op` (a block's answer kept:
+    `op.is_ancestor` per index climbed to the module for every access)."""
+    inside: dict[Block, bool] = {}
+
+    def block_inside(block: Block | None) -> bool:
+        path = []
+        while block is not None and block not in inside:
+            path.append(block)
+            parent = block.parent_op()
+            if parent is op:
+                inside[block] = True
+                path.pop()
+                break
+            block = parent.parent_block() if parent is not None else None
+        answer = inside.get(block, False) if block is not None else False
+        for b in path:
+            inside[b] = answer
+        return answer
+
+    def outside(value: SSAValue) -> bool:
+        owner = value.owner
+        if isinstance(owner, Block):
+            return not block_inside(owner)
+        return owner is not op and not block_inside(owner.parent_block())
+
+    return outside
 
 
 def cells(op: loop.ForOp) -> list[Cell]:
@@ -135,19 +198,21 @@ def cells(op: loop.ForOp) -> list[Cell]:
     provably apart from every other access to the same buffer inside the loop."""
     found: dict[tuple, Cell] = {}
     memo: dict = {}
+    places: dict[int, tuple | None] = {}  # the body's accesses' byte_range, by id
+    outside = _outside(op)
     for inner in op.body.block.ops:
-        if not isinstance(inner, MEMORY_OPS):
+        if not is_memory(inner):
             continue
-        if not all(_defined_outside(i, op) for i in inner.indices):
+        if not all(outside(i) for i in inner.indices):
             continue
-        if not _defined_outside(_buffer(inner), op):
+        if not outside(_buffer(inner)):
             continue
         mask = _mask(inner)
-        if mask is not None and not _defined_outside(mask, op):
+        if mask is not None and not outside(mask):
             continue
         # one cell per address: copies of an index computation (unrolled code)
         # name the same cell
-        place = byte_range(inner, memo)
+        place = places[id(inner)] = byte_range(inner, memo)
         where = place if place is not None else tuple(inner.indices)
         key = (_root(_buffer(inner)), where, _accessed_type(inner), mask)
         cell = found.get(key)
@@ -161,10 +226,12 @@ def cells(op: loop.ForOp) -> list[Cell]:
     # every access to those buffers under the loop, by buffer: (id, byte range)
     by_root: dict[SSAValue, list[tuple[int, tuple | None]]] = {r: [] for r in roots}
     for o in op.walk():
-        if isinstance(o, MEMORY_OPS):
+        if is_memory(o):
             accesses = by_root.get(_root(_buffer(o)))
             if accesses is not None:
-                accesses.append((id(o), byte_range(o, memo)))
+                i = id(o)
+                rng = places[i] if i in places else byte_range(o, memo)
+                accesses.append((i, rng))
     ranges = {i: rng for accesses in by_root.values() for i, rng in accesses}
     good = []
     for cell in found.values():
