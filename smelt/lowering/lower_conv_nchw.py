@@ -4,7 +4,9 @@ in the micro-kernel): out[n, g·og+m, p] = bias + Σ over ([kh], [kw], k) of
 w[g·og+m, k, kh, kw] · B[n, g·kb+k, p + kh·row + kw·col].
 
 The output pixels p run along N (contiguous in the NCHW output and in B), the
-output channels along M (the weights, broadcast), K along the input channels.
+output channels along M (the weights: a constant [O, Cg·KH·KW] that
+loop-schedule-plan has packed at compile time, as A), K along the input
+channels.
 B is where the input can be read with unit stride along p:
 
 * stride 1 ("wide" rows): B is the (zero-padded) input itself, seen as
@@ -159,10 +161,20 @@ def prepare(
     else:
         b = _im2col(ctx, c, x)
     o = c.groups * c.og
-    weight = operand_buffer(1)
-    w2 = ctx.emit(loop.ViewOp(weight, MemRefType(f32, [o, c.cg * c.kh * c.kw])))
+    w2 = _weight_rows(ctx, operand_buffer(1), [o, c.cg * c.kh * c.kw])
     scratch = ctx.alloc(MemRefType(f32, [c.n, o, c.oh * c.row]))
     return [b, w2, scratch]
+
+
+def _weight_rows(ctx: LoweringContext, weight: SSAValue, shape: list[int]) -> SSAValue:
+    """The weights as [O, Cg·KH·KW]: a new constant when they are one (so that
+    loop-schedule can pack them at compile time), else a view."""
+    owner = weight.owner
+    t = MemRefType(dtypes.f32, shape)
+    if isinstance(owner, loop.ConstantOp):
+        rows = graph.dense_to_array(owner.value).reshape(shape)
+        return ctx.emit(loop.ConstantOp(graph.array_to_dense(rows), t))
+    return ctx.emit(loop.ViewOp(weight, t))
 
 
 def _im2col(ctx: LoweringContext, c: NchwGemm, x: SSAValue) -> SSAValue:

@@ -54,16 +54,20 @@ def _uses(value: SSAValue, iv: SSAValue) -> bool:
     return isinstance(owner, Operation) and any(_uses(v, iv) for v in owner.operands)
 
 
-def stationary_operand(kernel: func.FuncOp, m: loop.ForOp, n: loop.ForOp) -> int:
+def stationary_operand(
+    kernel: func.FuncOp, m: loop.ForOp, n: loop.ForOp, along: str = "n"
+) -> int:
     """The kernel argument that the band's n loop loads along n and not along m
-    (the B operand of the GEMM: weights), or -1."""
+    (the B operand of the GEMM: weights), or with `along` "m" along m and not
+    along n (the A operand: an NCHW conv's weights), or -1."""
     args = kernel.body.block.args
+    on, off = (n, m) if along == "n" else (m, n)
     for op in n.body.block.ops:
         if (
             isinstance(op, memref.LoadOp)
             and op.memref in args
-            and not any(_uses(i, m.iv) for i in op.indices)
-            and any(_uses(i, n.iv) for i in op.indices)
+            and not any(_uses(i, off.iv) for i in op.indices)
+            and any(_uses(i, on.iv) for i in op.indices)
         ):
             return list(args).index(op.memref)
     return -1
@@ -111,6 +115,9 @@ def schedule(
     sizes = (m.trip_count, n.trip_count, k.trip_count)
     if kind == "conv2d":
         steps = schedules.conv2d(*sizes, target, window=window_size(kernel) or 1)
+        a = stationary_operand(kernel, m, n, along="m")
+        if a >= 0 and (b < 0 or not loop_pack_constant.is_constant(module, kernel, b)):
+            b = a  # B is the input (an NCHW conv): pack the weights, A, instead
     else:
         constant = loop_pack_constant.is_constant(module, kernel, b)
         steps = schedules.matmul(*sizes, target, constant_b=constant)
