@@ -87,10 +87,38 @@ def _accessed_type(op: Operation) -> Attribute:
     return op.results[0].type if info[2] is None else getattr(op, info[2]).type
 
 
+_MASKED: dict[type, bool] = {}
+
+
 def _mask(op: Operation) -> SSAValue | None:
     """The lane mask of a masked access (its cells are the active lanes only)."""
-    masked = isinstance(op, vector.MaskedLoadOp | vector.MaskedStoreOp)
+    t = type(op)
+    masked = _MASKED.get(t)
+    if masked is None:
+        masked = _MASKED[t] = issubclass(t, vector.MaskedLoadOp | vector.MaskedStoreOp)
     return op.mask if masked else None
+
+
+_ARITH: dict[type, str] = {}
+"""Per op type, what `_linear` reads in it: "const", "add", "sub", "mul" or ""."""
+
+
+def _arith(owner: object) -> str:
+    t = type(owner)
+    kind = _ARITH.get(t)
+    if kind is None:
+        kind = ""
+        for cls, name in (
+            (arith.ConstantOp, "const"),
+            (arith.AddiOp, "add"),
+            (arith.SubiOp, "sub"),
+            (arith.MuliOp, "mul"),
+        ):
+            if issubclass(t, cls):
+                kind = name
+                break
+        _ARITH[t] = kind
+    return kind
 
 
 def _linear(value: SSAValue, memo: dict) -> tuple[int, tuple] | None:
@@ -99,18 +127,20 @@ def _linear(value: SSAValue, memo: dict) -> tuple[int, tuple] | None:
     if value in memo:
         return memo[value]
     owner, result = value.owner, None
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        result = (owner.value.value.data, ())
-    elif isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+    kind = _arith(owner)
+    if kind == "const":
+        if isinstance(owner.value, IntegerAttr):
+            result = (owner.value.value.data, ())
+    elif kind:
         lhs, rhs = _linear(owner.lhs, memo), _linear(owner.rhs, memo)
         if lhs is not None and rhs is not None:
-            if isinstance(owner, arith.MuliOp):
+            if kind == "mul":
                 if not lhs[1]:
                     lhs, rhs = rhs, lhs
                 if not rhs[1]:
                     result = _scale(lhs, rhs[0])
             else:
-                sign = 1 if isinstance(owner, arith.AddiOp) else -1
+                sign = 1 if kind == "add" else -1
                 result = _add(lhs, _scale(rhs, sign))
     if result is None and isinstance(value.type, IndexType):
         result = (0, ((id(value), 1),))
