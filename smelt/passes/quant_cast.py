@@ -131,13 +131,14 @@ class _Converter:
                 self._convert(op)
 
     def _read_as_f32_only(self, block) -> set[Operation]:
-        """The ops, not kept f32 themselves, whose results only f32 ops read: ops
-        kept f32 (`keep`: contractions without a fast 16-bit path) and ops of this
-        set. Stored in 16 bits they would be rounded, then cast back by a kernel
-        of their own before each reader (a conv takes no fused prologue): more
-        traffic than the f32 store, so they stay f32 (on AVX2, what runs between
-        a CNN's convs). Contractions are left to `keep`; the outputs' producers
-        convert as before (their cast up fuses into their kernel)."""
+        """The ops, not kept f32 themselves, whose results only f32 ops read: convs
+        kept f32 (`keep`: no fast 16-bit path) and ops of this set. Stored in 16
+        bits they would be rounded, then cast back by a kernel of their own before
+        each conv (a conv takes no fused prologue): more traffic than the f32
+        store, so they stay f32 (on AVX2, what runs between a CNN's convs).
+        Contractions are left to `keep`; the readers of f32 matmuls and the
+        outputs' producers convert as before (the cast up can fuse into the
+        matmul as a prologue, into the producer's kernel at the outputs)."""
         f32_users: set[Operation] = set()  # ops that read f32 operands
         result: set[Operation] = set()
         for op in reversed(list(block.ops)):
@@ -151,7 +152,8 @@ class _Converter:
                         "this target (f32 compute; quant-cast{contractions=true} "
                         "forces one)",
                     )  # fmt: skip
-                f32_users.add(op)
+                if isinstance(op, graph.Conv2dOp):  # a matmul may fuse the cast up
+                    f32_users.add(op)
                 continue
             if op.ANCHOR == "contraction":  # a 16-bit one computes otherwise
                 continue
