@@ -17,8 +17,11 @@ B is where the input can be read with unit stride along p:
 * other strides: B is the im2col of the (padded) input, [N, C·KH·KW, OH·OW],
   built by a copy kernel (the window is then folded into K).
 
-The band accumulates in an f32 scratch [N, O, OH·Wb] (Wb the row pitch of p:
-Wp or OW) that a last nest copies into the output through the fused epilogue.
+Where B is a copy, its columns run to a multiple of `LANES` (zero rows below
+the padded input, zero columns in im2col), so the band has no scalar tail. The
+band accumulates in an f32 scratch [N, O, OH·Wb] (Wb the row pitch of p: Wp or
+OW; wider for the rounded-up band) that a last nest copies into the output
+through the fused epilogue.
 Depthwise convs (one output channel per group: a GEMM of one row), non-f32
 convs, other targets and im2col buffers over `MAX_COL_BYTES` keep the window
 loops of lower_conv.py.
@@ -45,6 +48,12 @@ from smelt.lowering.loop_builder import (
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.lower_data import pad_nest
 from smelt.lowering.scalar_ops import Arith
+
+LANES = 16
+"""Where B is a copy (pads or im2col), the band's columns are rounded up to a
+multiple of this (AVX-512's f32 lanes, twice AVX2's) and the copy gets room
+for them: a tail of columns that fills no vector ran scalar, 6 rows x up to
+15 columns of scalar accumulators (a 7x7 conv: 13 of its 61 columns)."""
 
 MAX_COL_BYTES = 64 << 20
 """The largest im2col buffer (strided convs) the GEMM form builds; a bigger one
@@ -114,6 +123,23 @@ class NchwGemm:
         return (self.oh - 1) * self.row + self.ow
 
     @property
+    def copied(self) -> bool:
+        """Whether B is a copy of the input (padded, or im2col)."""
+        return any(self.pads) or not self.wide
+
+    @property
+    def band(self) -> int:
+        """The columns the band computes: `columns`, rounded up to LANES where
+        B is a copy with room for them."""
+        return -(-self.columns // LANES) * LANES if self.copied else self.columns
+
+    @property
+    def extra_rows(self) -> int:
+        """Zero rows below the padded input (wide rows) that the band's extra
+        columns read."""
+        return -(-(self.band - self.columns) // self.w) if self.wide else 0
+
+    @property
     def col_bytes(self) -> int:
         return 4 * self.n * self.c * self.kh * self.kw * self.oh * self.ow
 
@@ -150,19 +176,21 @@ def prepare(
     f32 = dtypes.f32
     x = operand_buffer(0)
     if any(c.pads):
-        padded = ctx.alloc(MemRefType(f32, [c.n, c.c, c.h, c.w]))
+        rows = c.h + c.extra_rows
+        padded = ctx.alloc(MemRefType(f32, [c.n, c.c, rows, c.w]))
         k = ctx.kernel("conv2d_pad", [x], [padded])
         p = c.pads
-        widths = [0, 0, p[0], p[1], 0, 0, p[2], p[3]]
+        widths = [0, 0, p[0], p[1], 0, 0, p[2] + c.extra_rows, p[3]]
         pad_nest(k, k.inputs[0], k.outputs[0], widths, fill=k.constant(0.0, f32))
         x = padded
     if c.wide:
-        b = ctx.emit(loop.ViewOp(x, MemRefType(f32, [c.n, c.c, c.h * c.w])))
+        size = (c.h + c.extra_rows) * c.w
+        b = ctx.emit(loop.ViewOp(x, MemRefType(f32, [c.n, c.c, size])))
     else:
         b = _im2col(ctx, c, x)
     o = c.groups * c.og
     w2 = _weight_rows(ctx, operand_buffer(1), [o, c.cg * c.kh * c.kw])
-    scratch = ctx.alloc(MemRefType(f32, [c.n, o, c.oh * c.row]))
+    scratch = ctx.alloc(MemRefType(f32, [c.n, o, max(c.oh * c.row, c.band)]))
     return [b, w2, scratch]
 
 
@@ -178,18 +206,25 @@ def _weight_rows(ctx: LoweringContext, weight: SSAValue, shape: list[int]) -> SS
 
 
 def _im2col(ctx: LoweringContext, c: NchwGemm, x: SSAValue) -> SSAValue:
-    """col[n, c, kh, kw, oh, ow] = x[n, c, oh·s + kh·d, ow·s + kw·d] (x padded),
-    seen as [N, C·KH·KW, OH·OW]."""
+    """col[n, c, kh, kw, oh·OW + ow] = x[n, c, oh·s + kh·d, ow·s + kw·d] (x
+    padded), zeros in the band's extra columns, seen as [N, C·KH·KW, band]."""
     f32 = dtypes.f32
-    col = ctx.alloc(MemRefType(f32, [c.n, c.c, c.kh, c.kw, c.oh, c.ow]))
+    col = ctx.alloc(MemRefType(f32, [c.n, c.c, c.kh, c.kw, c.band]))
     k = ctx.kernel("conv2d_im2col", [x], [col])
     (s0, s1), (d0, d1) = c.strides, c.dilations
     with k.nest([c.n, c.c, c.kh, c.kw, c.oh, c.ow]) as (n, ch, kh, kw, oh, ow):
         ih = k.affine([(oh, s0), (kh, d0)])
         iw = k.affine([(ow, s1), (kw, d1)])
+        p = k.affine([(oh, c.ow), (ow, 1)])
         k.store(k.load(k.inputs[0], [n, ch, ih, iw]), k.outputs[0],
-                [n, ch, kh, kw, oh, ow])  # fmt: skip
-    shape = [c.n, c.c * c.kh * c.kw, c.oh * c.ow]
+                [n, ch, kh, kw, p])  # fmt: skip
+    pixels = c.oh * c.ow
+    if c.band > pixels:
+        zero = k.constant(0.0, f32)
+        with k.nest([c.n, c.c, c.kh, c.kw, c.band - pixels]) as (n, ch, kh, kw, j):
+            p = k.affine([(j, 1)], pixels)
+            k.store(zero, k.outputs[0], [n, ch, kh, kw, p])
+    shape = [c.n, c.c * c.kh * c.kw, c.band]
     return ctx.emit(loop.ViewOp(col, MemRefType(f32, shape)))
 
 
@@ -214,7 +249,7 @@ def emit(io: KernelIO, op: graph.Conv2dOp) -> None:
     def channel(g: Index, i: Index, size: int) -> Index:
         return k.affine([(g, size), (i, 1)]) if grouped else i
 
-    with k.nest([*lead, c.og, c.columns]) as ivs:
+    with k.nest([*lead, c.og, c.band]) as ivs:
         tag_loops(ivs, [*lead_roles, "m", "n"])
         n, g = split(ivs)
         o = channel(g, ivs[-2], c.og)
@@ -226,7 +261,7 @@ def emit(io: KernelIO, op: graph.Conv2dOp) -> None:
         n, g = split(ivs)
         o = channel(g, ivs[-1], c.og)
         sizes = [size for size, _, _ in window] + [c.kb]
-        with k.nest(sizes, loop.REDUCTION) as red, k.loop(c.columns) as p:
+        with k.nest(sizes, loop.REDUCTION) as red, k.loop(c.band) as p:
             tag_loops([*red, p], [*(role for _, role, _ in window), "k", "n"])
             at = {role: iv for (_, role, _), iv in zip(window, red)}
             kk = red[-1]
