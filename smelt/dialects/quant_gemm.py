@@ -17,6 +17,12 @@ and, by `epilogue` (its operands after the first five, `post`):
                     zero_point operand is not read
     requant(acc)    = saturate(round_half_even(f32(acc) · multiplier[n]) +
                       zero_point), then max(·, zero_point) with `relu`
+    a program          y = the program (`quant_epilogue`, as quant.dwconv's) on
+                       requant(acc): the f32 chain of the unfused graph up to the
+                       next quantize (dequantize, BatchNorm, HardSwish, a
+                       residual add …); post = f32 [N_p] per-column operands
+                       (padded) and tensors of the result's shape [..., N] (a
+                       residual: f32, or 8-bit that the program dequantizes)
 
 Every float step is the f32 operation that the unfused ops compute (a division
 for a quantize), so the fold changes no bit. x is u8 / s8 [..., K]; W (int,
@@ -41,6 +47,7 @@ from xdsl.irdl import irdl_op_definition, operand_def, result_def, var_operand_d
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
+from smelt.dialects import quant_epilogue as epi
 from smelt.dialects.graph_base import GraphOp, shape_of, tensor
 
 
@@ -167,6 +174,11 @@ EPILOGUES = ("requantize", "affine_requantize", "dequantize")
 POST_OPERANDS = {"requantize": 0, "affine_requantize": 4, "dequantize": 1}
 
 
+def is_program(epilogue: str) -> bool:
+    """Whether a qgemm's `epilogue` is a `quant_epilogue` program (not a mode)."""
+    return epilogue not in EPILOGUES
+
+
 def _requantize(
     scaled: np.ndarray, zp: int, dtype: np.dtype, relu: bool
 ) -> np.ndarray:
@@ -191,6 +203,9 @@ def reference(
         return y.astype(np.float32).reshape(*x.shape[:-1], n)
     z = int(zp)
     y = _requantize(scaled, z, zp.dtype, relu)
+    if is_program(epilogue):  # per-column operands [N_p], residuals [..., N]
+        operands = [p[:n] if p.ndim == 1 else p.reshape(-1, n) for p in post]
+        return epi.evaluate(epilogue, y, operands).reshape(*x.shape[:-1], n)
     if epilogue == "affine_requantize":
         addend, scale, scales, z_out = post
         s_mid, s_out = (np.float32(v) for v in scales.reshape(-1))
@@ -221,10 +236,8 @@ class QGemmOp(GraphOp):
         variant = attrs.get("variant")
         if variant not in VARIANTS:
             raise VerifyException(f"unknown qgemm variant {variant!r}")
-        epilogue = attrs.get("epilogue", "requantize")
-        if epilogue not in EPILOGUES:
-            raise VerifyException(f"unknown qgemm epilogue {epilogue!r}")
-        if len(post) != POST_OPERANDS[epilogue]:
+        epilogue = str(attrs.get("epilogue", "requantize"))
+        if not is_program(epilogue) and len(post) != POST_OPERANDS[epilogue]:
             raise VerifyException(
                 f"a qgemm with epilogue {epilogue} takes "
                 f"{5 + POST_OPERANDS[epilogue]} operands"
@@ -243,6 +256,8 @@ class QGemmOp(GraphOp):
                                   f"{variant}, k={k}, n={n}")  # fmt: skip
         if shape_of(bias) != (np_,) or shape_of(mult) != (np_,):
             raise VerifyException(f"qgemm bias and multiplier must be [{np_}]")
+        if is_program(epilogue):
+            return [_program_type(x, post, epilogue, n, np_)]
         columns = post[:2] if epilogue == "affine_requantize" else post[:1]
         if any(shape_of(p) != (np_,) or p.element_type != dtypes.f32 for p in columns):
             raise VerifyException(f"qgemm addend and scale must be f32 [{np_}]")
@@ -257,6 +272,27 @@ class QGemmOp(GraphOp):
                 raise VerifyException("qgemm writes 8-bit integers or f32")
             return [tensor(z_out.element_type, (*xs[:-1], n))]
         return [tensor(zp.element_type, (*xs[:-1], n))]
+
+
+def _program_type(x, post, program: str, n: int, np_: int) -> TensorType:
+    """The result type of a qgemm whose epilogue is a program (its checks)."""
+    try:
+        used = epi.posts_used(program)
+        storage = epi.result_storage(program)
+    except ValueError as e:
+        raise VerifyException(f"qgemm epilogue: {e}") from e
+    eight = (dtypes.i8, dtypes.ui8)
+    if used != set(range(len(post))):
+        raise VerifyException("qgemm's epilogue program must read each post operand")
+    out = (*shape_of(x)[:-1], n)
+    for p in post:
+        column = shape_of(p) == (np_,) and p.element_type == dtypes.f32
+        if not column and not (shape_of(p) == out and p.element_type in (
+            dtypes.f32, *eight
+        )):  # fmt: skip
+            raise VerifyException(f"qgemm post operands are f32 [{np_}] or tensors "
+                                  f"of the result's shape {out}")  # fmt: skip
+    return tensor(dtypes.i8 if storage == "i8" else dtypes.ui8, out)
 
 
 def im2col_shape(

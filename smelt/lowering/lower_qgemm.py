@@ -11,7 +11,10 @@ loop that loop-parallelize can spread over threads:
 micro-kernel has no loop-level form). The call's attribute carries what the
 emitter needs: {variant, m, k, n, zero_point, relu, shift_input, signed_input,
 signed_output, signed_zero_point, epilogue, post_relu, post_zero_point,
-row_blocks, block_rows, chunks, chunk_panels}.
+post_kinds, row_blocks, block_rows, chunks, chunk_panels}; an epilogue program
+(`quant_epilogue`) goes as it is, `post_kinds` says how each post operand is
+read: "c" a per-column f32 [N_p], "f32" / "ui8" / "i8" a tensor of the result's
+shape (a residual, read at the output element).
 
 For the pmaddwd variants (AVX2, AVX-512 without VNNI) a `qgemm_widen` kernel
 first widens x to i16 [..., K_p] (zeros past K), and the qgemm kernel reads that:
@@ -69,6 +72,10 @@ def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
     if epilogue == "affine_requantize":
         post_zp = _constant_int(op, op.post[3], "output zero point")
     xs = shape_of(op.input.type)
+    kinds = [
+        "c" if len(shape_of(p.type)) == 1 else str(p.type.element_type)
+        for p in op.post
+    ]
     params = {
         "variant": StringAttr(str(a["variant"])),
         "m": IntegerAttr(math.prod(xs[:-1]), i64),
@@ -85,6 +92,7 @@ def lower_qgemm(ctx: LoweringContext, op: QGemmOp) -> None:
         "epilogue": StringAttr(epilogue),
         "post_relu": IntegerAttr(int(a.get("post_relu", 0)), i64),
         "post_zero_point": IntegerAttr(post_zp, i64),
+        "post_kinds": StringAttr(",".join(kinds)),
     }
     m, kk, n, variant = math.prod(xs[:-1]), int(a["k"]), int(a["n"]), str(a["variant"])
     split = units(m, kk, n, variant)

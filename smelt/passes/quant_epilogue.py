@@ -1,6 +1,9 @@
-"""The float chain after an integer depthwise conv, fused into its kernel (#32):
+"""The float chain after an integer depthwise conv or GEMM, fused into its kernel
+(#32):
 
-    %y = quant.dwconv(...)                              (its only use: %d)
+    %y = quant.dwconv(...) or quant.qgemm(...)          (its only use: %d; a
+                                                        qgemm's epilogue the
+                                                        plain requantize)
     %d = quant.dequantize(%y, s, z)                     s, z scalar constants
     %e… = graph.add / sub / mul / div / min / max / relu / clip …
                                                         f32, the result's shape;
@@ -10,6 +13,8 @@
     %q = quant.quantize(%e_last, s', z')                s', z' scalar constants
   becomes
     %q = quant.dwconv(..., post…) {epilogue = "deq y s z; …; quant v s' z' T"}
+      (a qgemm likewise, its per-channel operands padded to the panel width:
+       the chain after a pointwise conv or a matmul runs in its store step)
 
 (`dialects/quant_epilogue.py`): the dequantize → BatchNorm's affine → HardSwish
 (→ + residual) → QuantizeLinear of a QDQ block (BatchNorm stays between a Q/DQ
@@ -30,6 +35,7 @@ from smelt.dialects import quant as q
 from smelt.dialects import quant_epilogue as epi
 from smelt.dialects.graph_base import shape_of
 from smelt.dialects.quant_conv import DwConvOp
+from smelt.dialects.quant_gemm import QGemmOp
 from smelt.passes.quant_gemm_chain import const
 
 STEPS = {
@@ -94,15 +100,38 @@ def _chain(start: SSAValue) -> tuple[list[Operation], q.QuantizeOp] | None:
     return ops, end
 
 
+def _fusable(kernel: Operation) -> bool:
+    if isinstance(kernel, DwConvOp):
+        return not kernel.attrs().get("epilogue")
+    if isinstance(kernel, QGemmOp):
+        return str(kernel.attrs().get("epilogue", "requantize")) == "requantize"
+    return False
+
+
+def _rebuild(kernel: Operation, post: list[SSAValue], program: str) -> Operation:
+    a = kernel.attrs()
+    if isinstance(kernel, QGemmOp):
+        a["epilogue"] = program
+        return QGemmOp.build([*kernel.operands[:5], *post], **a)
+    return DwConvOp.build(
+        [*kernel.operands[:5], *post],
+        kernel_shape=list(a["kernel_shape"]), strides=list(a["strides"]),
+        dilations=list(a["dilations"]), relu=int(a.get("relu", 0)),
+        epilogue=program,
+    )  # fmt: skip
+
+
 class FuseDwEpilogue(RewritePattern):
-    """The chain of the module docstring → one quant.dwconv with an epilogue."""
+    """The chain of the module docstring → one quant.dwconv or quant.qgemm with
+    an epilogue program."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, q.DequantizeOp):
             return
         dw = op.operands[0].owner
-        if not isinstance(dw, DwConvOp) or dw.attrs().get("epilogue"):
+        if not _fusable(dw):
             return
+        assert isinstance(dw, DwConvOp | QGemmOp)
         if not dw.result.has_one_use():
             return
         s, z = _scalar(op.operands[1]), _zero(op.operands[2])
@@ -118,6 +147,8 @@ class FuseDwEpilogue(RewritePattern):
             return
         out_shape = shape_of(dw.result.type)
         c = out_shape[-1]
+        # a qgemm reads whole vectors of a per-column operand: padded to N_p
+        width = shape_of(dw.bias.type)[0] if isinstance(dw, QGemmOp) else c
         names = {op.result: "v0"}
         steps = [f"deq y {epi.literal(s)} {z}"]
         post: list[SSAValue] = []
@@ -134,7 +165,9 @@ class FuseDwEpilogue(RewritePattern):
                     return epi.literal(float(data.reshape(-1)[0]))
                 if data.shape[-1] != c or data.size != c:
                     return None
-                made = graph.ConstantOp.from_array(data.reshape(c).copy())
+                column = np.zeros(width, np.float32)
+                column[:c] = data.reshape(c)
+                made = graph.ConstantOp.from_array(column)
                 new_consts.append(made)
                 post.append(made.results[0])
                 return f"p{len(post) - 1}"
@@ -172,13 +205,7 @@ class FuseDwEpilogue(RewritePattern):
             names[step_op.results[0]] = f"v{len(steps) - 1}"
         last = names[end.operands[0]]
         steps.append(f"quant {last} {epi.literal(s_out)} {z_out} {storage}")
-        a = dw.attrs()
-        new = DwConvOp.build(
-            [*dw.operands[:5], *post],
-            kernel_shape=list(a["kernel_shape"]), strides=list(a["strides"]),
-            dilations=list(a["dilations"]), relu=int(a.get("relu", 0)),
-            epilogue="; ".join(steps),
-        )  # fmt: skip
+        new = _rebuild(dw, post, "; ".join(steps))
         locations.inherit([*new_consts, new], dw, op, *ops, end)
         rewriter.insert([*new_consts, new], InsertPoint.before(end))
         rewriter.replace(end, [], [new.results[0]])

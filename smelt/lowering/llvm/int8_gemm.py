@@ -24,7 +24,10 @@ activations are one 32-bit broadcast; one dot instruction per accumulator:
 Epilogue per vector: + bias, f32, × multiplier, round half to even, clamp to the
 storage range less the zero point (and above 0 with relu), + zero point; with
 `affine_requantize` then − zero point, f32, × s_mid, × scale, + addend, ÷ s_out
-and the same rounding and clamping to the output's zero point; truncate, store
+and the same rounding and clamping to the output's zero point; with an epilogue
+program (`quant_epilogue`) the requantized vector goes on through its f32 steps
+(`int8_epilogue.py`: per-column operands loaded at the column, a residual at
+the output element, masked past N) to its final quantize; truncate, store
 (masked for the last panel's columns past N). With `dequantize`: + addend after
 the multiplier, an f32 store. The tail rows (M mod MR) get a smaller tile, the
 tail k group (K mod KG) byte loads; all shapes are static.
@@ -41,8 +44,16 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 from xdsl.ir import Operation
 
-from smelt.dialects.quant_gemm import CALLEE, PARAMS_ATTR, VARIANTS, Units, padded
+from smelt.dialects.quant_gemm import (
+    CALLEE,
+    PARAMS_ATTR,
+    VARIANTS,
+    Units,
+    is_program,
+    padded,
+)
 from smelt.errors import SmeltError
+from smelt.lowering.llvm.int8_epilogue import emit_program
 
 if TYPE_CHECKING:
     from smelt.lowering.llvm.emit_kernel import KernelEmitter
@@ -77,6 +88,9 @@ class _Emitter:
         self.epilogue = str(params.get("epilogue", "requantize"))
         self.post_relu = bool(params.get("post_relu", 0))
         self.post_zp = int(params.get("post_zero_point", 0))
+        self.program = self.epilogue if is_program(self.epilogue) else ""
+        kinds = str(params.get("post_kinds", ""))
+        self.post_kinds = kinds.split(",") if kinds else []
         self.x, self.wp, self.bias, self.mult, _, *self.post, self.y, self.unit = (
             fn.args
         )
@@ -305,7 +319,39 @@ class _Emitter:
             q = self.requantize(
                 b.fdiv(real, s_out), self.post_zp, self.signed_y, self.post_relu
             )
+        if self.program:
+            q = emit_program(
+                b, self.program, b.sitofp(q, self.fv),
+                lambda p: self.post_operand(p, row, col, valid),
+            )  # fmt: skip
         self.write(b.trunc(q, self.bv), I8, row, col, valid)
+
+    def post_operand(self, p: int, row, col, valid: int | None) -> ir.Value:
+        """Post operand p of an epilogue program as an f32 vector: per column
+        (f32 [N_p]) or at the output element (a residual [M, N], f32 or 8-bit;
+        the lanes past N masked off)."""
+        b, lanes, kind = self.b, self.v.lanes, self.post_kinds[p]
+        if kind == "c":
+            return self.column(self.post[p], col)
+        elem = F32 if kind == "f32" else I8
+        vec = self.fv if kind == "f32" else self.bv
+        ptr = b.gep(self.post[p], [b.add(b.mul(row, _i64(self.n)), col)],
+                    source_etype=elem)  # fmt: skip
+        if valid is None or valid >= lanes:
+            value = b.load(ptr, typ=vec, align=1)
+        else:
+            suffix = "f32" if kind == "f32" else "i8"
+            load = _declare(
+                self.module, f"llvm.masked.load.v{lanes}{suffix}.p0", vec,
+                [ir.PointerType(), I32, self.mask_t, vec],
+            )  # fmt: skip
+            mask = ir.Constant(self.mask_t, [int(t < valid) for t in range(lanes)])
+            zero = ir.Constant(vec, None)
+            value = b.call(load, [ptr, ir.Constant(I32, 1), mask, zero])
+        if kind == "f32":
+            return value
+        wide = b.sext(value, self.wv) if kind == "i8" else b.zext(value, self.wv)
+        return b.sitofp(wide, self.fv)
 
     def column(self, ptr, col, vec=None, elem=F32) -> ir.Value:
         """The vector of a per-column operand (bias, multiplier, addend) at col."""
