@@ -43,7 +43,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import dce
 
-from smelt.dialects import dtypes, graph
+from smelt.dialects import dtypes, graph, target
 from smelt.errors import SmeltError
 from smelt.passes import remarks
 
@@ -84,9 +84,10 @@ class QuantCastPass(ModulePass):
                 f"quant-cast{{to={self.to}}}: choose to=f16 or to=bf16"
             )
         low = LOW_TYPES[self.to]
+        on_cpu = target.cpu_target(op) is not None
         for f in list(op.walk()):
             if isinstance(f, func.FuncOp) and not f.is_declaration:
-                _Converter(low, self._keeps_f32).run(f)
+                _Converter(low, self._keeps_f32, on_cpu).run(f)
         dce(op)
 
     def _keeps_f32(self, op: graph.GraphOp) -> bool:
@@ -105,9 +106,12 @@ class QuantCastPass(ModulePass):
 
 
 class _Converter:
-    def __init__(self, low: Attribute, keep: Callable[[graph.GraphOp], bool]):
+    def __init__(
+        self, low: Attribute, keep: Callable[[graph.GraphOp], bool], on_cpu: bool
+    ):
         self.low = low
         self.keep = keep
+        self.on_cpu = on_cpu  # a `#target.cpu` module: see _read_as_f32_only
         self.down: dict[SSAValue, SSAValue] = {}  # f32 value -> its low copy
         self.up: dict[SSAValue, SSAValue] = {}  # converted value -> f32 copy
         self.converted: set[SSAValue] = set()  # low results of once-f32 values
@@ -131,14 +135,18 @@ class _Converter:
                 self._convert(op)
 
     def _read_as_f32_only(self, block) -> set[Operation]:
-        """The ops, not kept f32 themselves, whose results only f32 ops read: convs
-        kept f32 (`keep`: no fast 16-bit path) and ops of this set. Stored in 16
-        bits they would be rounded, then cast back by a kernel of their own before
-        each conv (a conv takes no fused prologue): more traffic than the f32
-        store, so they stay f32 (on AVX2, what runs between a CNN's convs).
-        Contractions are left to `keep`; the readers of f32 matmuls and the
-        outputs' producers convert as before (the cast up can fuse into the
-        matmul as a prologue, into the producer's kernel at the outputs)."""
+        """On a CPU target, the ops, not kept f32 themselves, whose results only
+        f32 ops read: contractions kept f32 (`keep`: no fast 16-bit path) and ops
+        of this set. Stored in 16 bits they would be rounded, then cast back by a
+        kernel of their own before each reader (a conv takes no fused prologue;
+        light_shufflenet on x86-64-v3: 113 kernels against f32's 97 when only
+        convs counted, the residual stream reaching the final gemm), so they stay
+        f32: on AVX2, what runs between a CNN's contractions. Contractions are
+        left to `keep`, the outputs' producers convert as before (their cast up
+        fuses into their kernel); other targets (a GPU's f16) keep the 16-bit
+        storage between f32 contractions, unmeasured here."""
+        if not self.on_cpu:
+            return set()
         f32_users: set[Operation] = set()  # ops that read f32 operands
         result: set[Operation] = set()
         for op in reversed(list(block.ops)):
@@ -152,8 +160,7 @@ class _Converter:
                         "this target (f32 compute; quant-cast{contractions=true} "
                         "forces one)",
                     )  # fmt: skip
-                if isinstance(op, graph.Conv2dOp):  # a matmul may fuse the cast up
-                    f32_users.add(op)
+                f32_users.add(op)
                 continue
             if op.ANCHOR == "contraction":  # a 16-bit one computes otherwise
                 continue
