@@ -63,7 +63,7 @@ def source_record(path: str, args: argparse.Namespace) -> dict:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     import smelt
-    from smelt.compiler.cli import compile_inputs, resolve_model
+    from smelt.compiler.cli_inputs import compile_inputs, resolve_model
     from smelt.compiler.cli_options import compile_kwargs, dump_options, progress_quiet
     from smelt.compiler.progress import shown
     from smelt.compiler.report import format_summary

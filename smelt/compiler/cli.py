@@ -14,7 +14,7 @@ from smelt.compiler.artifact_cli import (
     artifact_run_args,
     cmd_run_artifact,
 )
-from smelt.compiler.cli_inputs import (  # explore and tests import them from here
+from smelt.compiler.cli_inputs import (  # tests and benchmarks import some from here
     DEFAULT_MODEL,
     check_input_names,
     compile_inputs,

@@ -58,7 +58,7 @@ def make_job(
     """The shared part of a search on the model at `path`: its bytes and hash,
     seeded random inputs and the oracle's outputs for them (`oracle`: "auto",
     "onnxruntime" or "reference", see explore_oracle)."""
-    from smelt.compiler.cli import random_inputs
+    from smelt.compiler.cli_inputs import random_inputs
     from smelt.compiler.driver import import_graph, io_specs
     from smelt.compiler.explore_eval import Job
     from smelt.compiler.explore_oracle import oracle_outputs
@@ -138,7 +138,7 @@ class _NoBar:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from smelt.compiler.cli import parse_constants, parse_shapes, resolve_model
+    from smelt.compiler.cli_inputs import parse_constants, parse_shapes, resolve_model
     from smelt.compiler.explore_exec import make_executor
     from smelt.compiler.explore_report import (
         format_remarks,
