@@ -30,7 +30,7 @@ import onnx
 from onnx import numpy_helper
 
 from smelt.compiler.cli_inputs import onnx_load
-from smelt.compiler.cli_output import onnxruntime_outputs, oracle_feeds, same_kind
+from smelt.compiler.cli_oracle import onnxruntime_outputs, oracle_feeds, same_kind
 from smelt.errors import SmeltError
 
 WITHIN = 1.001
