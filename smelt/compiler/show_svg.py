@@ -1,4 +1,4 @@
-"""SVG of a `show.Picture`, laid out here (no Graphviz): nodes in layers by longest
+"""SVG of a `show_picture.Picture`, laid out here (no Graphviz): nodes in layers by longest
 path from the inputs, ordered by the barycenter of their neighbours, each placed
 under its producers; a kernel's nodes filled with its colour inside a box of it."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from smelt.compiler.show import Picture, edge_label, node_text
+from smelt.compiler.show_picture import Picture, edge_label, node_text
 
 NODE_H = 22  # per text line
 LAYER_GAP = 58
