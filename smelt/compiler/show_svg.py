@@ -1,6 +1,7 @@
-"""SVG of a `show_picture.Picture`, laid out here (no Graphviz): nodes in layers by longest
-path from the inputs, ordered by the barycenter of their neighbours, each placed
-under its producers; a kernel's nodes filled with its colour inside a box of it."""
+"""SVG of a `show_picture.Picture`, laid out here (no Graphviz): nodes in layers by
+longest path from the inputs, ordered by the barycenter of their neighbours, each
+placed under its producers; a kernel's nodes filled with its colour inside a box
+of it."""
 
 from __future__ import annotations
 
