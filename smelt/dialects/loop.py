@@ -389,8 +389,12 @@ class SelectOp(IRDLOperation):
             )
 
 
+from smelt.dialects.loop_dynamic import ForDimOp, RowOp  # noqa: E402  (run-time dims)
+
 Loop = Dialect(
-    "loop", [ForOp, YieldOp, AllocOp, ConstantOp, ViewOp, CheckOp, SelectOp], []
+    "loop",
+    [ForOp, YieldOp, AllocOp, ConstantOp, ViewOp, CheckOp, SelectOp, ForDimOp, RowOp],
+    [],
 )
 
 

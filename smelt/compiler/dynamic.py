@@ -1,0 +1,139 @@
+"""`compile_dynamic`: one compile for every batch size in a range (issue 34, step 1).
+
+An explicit opt-in beside `smelt.compile` (which stays static): the model's
+inputs must lead with one symbolic dim (the ONNX `dim_param`, e.g. "batch",
+bounded by `dims={"batch": (1, 64)}`), their other dims static, and every op
+must compute each batch row from that row alone (SUPPORTED below); anything
+else is refused naming the op. The model is lowered and scheduled by the usual
+pipeline for batch 1, then the batch becomes a run-time loop bound
+(`lowering/dynamic_batch.py`) and the LLVM code reads it from the call
+(`lowering/llvm/emit_dynamic.py`); the memory plan is the batch-1 plan scaled
+by the batch (arena = batch * arena(1)).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+
+from smelt.compiler.driver import lower
+from smelt.compiler.options import CompileOptions
+from smelt.dialects import graph
+from smelt.dialects.dtypes import to_numpy
+from smelt.dialects.program import is_main
+from smelt.errors import SmeltError, UnsupportedModel
+from smelt.lowering.dynamic_batch import make_batch_dynamic
+from smelt.lowering.llvm.emit_dynamic import lower_dynamic_module
+from smelt.lowering.llvm.emit_kernel import EmitOptions
+from smelt.lowering.llvm.jit import _initialize, _object, module_spec
+from smelt.lowering.llvm.object_code import load_objects
+from smelt.lowering.llvm.program import ENTRY
+from smelt.lowering.memory_plan import plan_memory
+from smelt.passes import remarks
+from smelt.runtime.dynamic import DynamicModel
+
+SUPPORTED = frozenset(
+    """constant add sub mul div relu sigmoid tanh exp neg abs sqrt matmul gemm
+    softmax""".split()
+)
+"""graph ops (after import) whose output row b reads only row b of inputs that
+carry the batch (the batch leads; constants broadcast)."""
+
+
+def _model_dims(model: Any) -> list[tuple[str, tuple[int | str, ...]]]:
+    from smelt.frontend.onnx import load_model
+
+    proto, _ = load_model(model, None)
+    inits = {t.name for t in proto.graph.initializer}
+    shapes = []
+    for value in proto.graph.input:
+        if value.name in inits:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        shape = tuple(
+            d.dim_param if d.HasField("dim_param") else int(d.dim_value) for d in dims
+        )
+        shapes.append((value.name, shape))
+    return shapes
+
+
+def compile_dynamic(
+    model: Any,
+    dims: dict[str, tuple[int, int]],
+    *,
+    level: str = "O2",
+    cpu: str = "host",
+    opt_level: int = 3,
+) -> DynamicModel:
+    """Compiles `model` once for the run-time dim of `dims` ({"batch": (1, 64)}):
+    the returned model runs any value of it in the range (see the module text)."""
+    if len(dims) != 1:
+        raise SmeltError(
+            f"dims= bounds one run-time dim (the leading batch) for now, got {dims}"
+        )
+    (dim, (lo, hi)), = dims.items()
+    if not 1 <= lo <= hi:
+        raise SmeltError(f"dims['{dim}'] = ({lo}, {hi}): need 1 <= min <= max")
+    inputs = _model_dims(model)
+    for name, shape in inputs:
+        if not shape or shape[0] != dim or any(isinstance(d, str) for d in shape[1:]):
+            raise UnsupportedModel(
+                f"input {name} has shape {list(shape)}: compile_dynamic needs "
+                f"'{dim}' first and static dims after it"
+            )
+    from smelt.frontend.onnx import import_model
+
+    symbolic = import_model(model, symbolic=True)
+    for op in symbolic.walk():
+        if isinstance(op, graph.GraphOp):
+            short = op.name.removeprefix("graph.")
+            if short not in SUPPORTED:
+                from smelt.dialects import locations
+
+                nodes = ", ".join(locations.names(op)) or "?"
+                raise UnsupportedModel(
+                    f"{op.name} (ONNX node {nodes}) is not supported with a run-time "
+                    f"'{dim}' yet; compile_dynamic supports "
+                    f"{', '.join(sorted(SUPPORTED - {'constant'}))}"
+                )
+    shapes = {name: [1, *shape[1:]] for name, shape in inputs}
+    options = CompileOptions(level=level, threads=1, cpu=cpu, input_shapes=shapes)
+    module = import_model(model, shapes)
+    with remarks.collect() as found:
+        lower(module, options.resolved_pipeline())
+        main = next(op for op in module.ops if is_main(op))
+        assert isinstance(main, func.FuncOp)
+        plan = plan_memory(main, in_place=True)
+        make_batch_dynamic(module, dim)
+    _initialize()
+    spec = module_spec(module)
+    lowered = lower_dynamic_module(module, plan, [dim], EmitOptions())
+    mod, obj = _object(str(lowered.ir_module), spec, opt_level, False)
+    engine = load_objects((obj,), ENTRY, "the compiled model")
+
+    def spec_of(names: list[str], types: list) -> list:
+        out = []
+        for n, t in zip(names, types):
+            shape = (dim, *t.get_shape()[1:])
+            out.append((n, shape, np.dtype(to_numpy(t.get_element_type()))))
+        return out
+
+    n_in = len(lowered.input_names)
+    info = {
+        "pipeline": options.resolved_pipeline(),
+        "remarks": [str(r) for r in found],
+        "kernels": sum(1 for op in module.ops if "loop.kernel" in op.attributes),
+        "llvm_ir": str(mod),
+    }
+    return DynamicModel(
+        engine,
+        engine.get_function_address(ENTRY),
+        spec_of(lowered.input_names, lowered.io_types[:n_in]),
+        spec_of(lowered.output_names, lowered.io_types[n_in:]),
+        {dim: (lo, hi)},
+        plan.arena_bytes,
+        tuple(plan.segments),
+        info,
+    )

@@ -1,0 +1,151 @@
+"""A run-time leading dim (a symbolic batch) for a loop-level module (issue 34).
+
+`make_batch_dynamic(module, "batch")` takes a loop-level module lowered and
+scheduled for batch 1 (every pass of the static pipeline has run: its loops are
+static, tiled, vectorized) whose @main buffers carry the batch as their leading
+dim of size 1, and makes the batch a run-time value:
+
+* @main gains a trailing `%batch: index` argument (its name in `loop.dims`);
+  its inputs, outputs and the intermediates that carry the batch become
+  `memref<?x...>`, and it passes `%batch` to every kernel as a last argument;
+* each kernel takes those buffers as `memref<?x...>` plus `%batch: index`, and
+  its whole batch-1 body runs inside `loop.for_dim %b = 0 to %batch`, reading
+  `loop.row %x[%b]` (the row as the static buffer the body was scheduled for).
+
+Correct where every kernel computes each batch row from that row alone (the
+rows of a buffer that carries the batch, and buffers that do not): the
+elementwise ops, MatMul / Gemm with a constant weight, and Softmax / reductions
+over the other axes; `smelt.compiler.dynamic` admits only those ops. The
+static memory plan of the batch-1 module stays valid scaled by the batch:
+offset(b) = b * offset(1), arena(b) = b * arena(1) (every interval scales, so
+none that were disjoint overlap; a buffer that does not carry the batch gets b
+times its room). The batch loop is outermost and no pass sees it, so it is
+never tiled, vectorized, unrolled or threaded: a remark says so per kernel.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Block, BlockArgument, Region, SSAValue
+
+from smelt.dialects import loop
+from smelt.dialects.loop_dynamic import DIMS_ATTR, DYNAMIC, ForDimOp, RowOp
+from smelt.dialects.program import is_main
+from smelt.errors import SmeltError
+from smelt.passes import remarks
+
+
+def _dynamic(t: MemRefType) -> MemRefType:
+    shape = list(t.get_shape())
+    return MemRefType(t.element_type, [DYNAMIC, *shape[1:]])
+
+
+def _carries(t: object) -> bool:
+    return isinstance(t, MemRefType) and len(t.get_shape()) >= 1 and t.get_shape()[0] == 1
+
+
+def _retype(value: SSAValue, t: MemRefType) -> None:
+    value._type = t  # noqa: SLF001 (xDSL has no setter; uses keep the value)
+
+
+def make_batch_dynamic(module: ModuleOp, dim: str = "batch") -> func.FuncOp:
+    """Rewrites `module` in place (see the module text); returns @main."""
+    mains = [op for op in module.ops if is_main(op)]
+    if len(mains) != 1:
+        raise SmeltError("a run-time batch needs exactly one @main")
+    main = mains[0]
+    kernels = {
+        op.sym_name.data: op
+        for op in module.ops
+        if isinstance(op, func.FuncOp) and loop.is_kernel(op)
+    }
+    carrying: set[SSAValue] = set()
+    for arg in main.body.block.args:
+        if not _carries(arg.type):
+            raise SmeltError(
+                f"@main argument {arg.name_hint or arg.index} of type {arg.type}: "
+                f"every input and output must have the run-time dim '{dim}' first"
+            )
+        carrying.add(arg)
+    flags: dict[str, tuple[bool, ...]] = {}
+    for op in main.body.block.ops:
+        if isinstance(op, loop.AllocOp) and _carries(op.result.type):
+            carrying.add(op.result)
+        elif isinstance(op, loop.ViewOp) and op.source in carrying:
+            if not _carries(op.result.type):
+                raise SmeltError(
+                    f"a view of a buffer that carries '{dim}' as {op.result.type} "
+                    "drops the batch axis: not supported with a run-time batch"
+                )
+            carrying.add(op.result)
+        elif isinstance(op, func.CallOp):
+            callee = op.callee.root_reference.data
+            these = tuple(v in carrying for v in op.arguments)
+            if flags.setdefault(callee, these) != these:
+                raise SmeltError(
+                    f"@{callee} is called with buffers that carry '{dim}' at one "
+                    "call and not at another: not supported with a run-time batch"
+                )
+    batch = main.body.block.insert_arg(IndexType(), len(main.body.block.args))
+    batch.name_hint = dim
+    for value in carrying:
+        _retype(value, _dynamic(value.type))  # type: ignore[arg-type]
+    for op in list(main.body.block.ops):
+        if isinstance(op, func.CallOp):
+            call = func.CallOp(op.callee, [*op.arguments, batch], [])
+            call.attributes |= op.attributes
+            main.body.block.insert_op_before(call, op)
+            main.body.block.erase_op(op)
+    main.update_function_type()
+    main.attributes[DIMS_ATTR] = ArrayAttr([StringAttr(dim)])
+    for name, these in flags.items():
+        _wrap_kernel(kernels[name], these, dim)
+    return main
+
+
+def _wrap_kernel(kernel: func.FuncOp, carrying: tuple[bool, ...], dim: str) -> None:
+    block = kernel.body.block
+    ret = block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    n = block.insert_arg(IndexType(), len(block.args))
+    n.name_hint = dim
+    body = Block(arg_types=[IndexType()])
+    b = body.args[0]
+    b.name_hint = "b"
+    rows: list[tuple[BlockArgument, RowOp]] = []
+    for arg, flag in zip(block.args, carrying):
+        if not flag:
+            continue
+        static = arg.type
+        assert isinstance(static, MemRefType)
+        _retype(arg, _dynamic(static))
+        row = RowOp(arg, b, static)
+        row.result.name_hint = f"{arg.name_hint}.row" if arg.name_hint else None
+        rows.append((arg, row))
+        body.add_op(row)
+    for op in list(block.ops):
+        if op is ret:
+            break
+        op.detach()
+        body.add_op(op)
+    for arg, row in rows:
+        for use in list(arg.uses):
+            if use.operation is not row:
+                use.operation.operands[use.index] = row.result
+    body.add_op(loop.YieldOp())
+    block.insert_op_before(ForDimOp(n, loop.PARALLEL, Region(body)), ret)
+    kernel.update_function_type()
+    remarks.missed(
+        "make-batch-dynamic",
+        kernel,
+        f"the loop over the run-time dim '{dim}' is outermost and left as it is "
+        "(not tiled, vectorized, unrolled or threaded): the passes scheduled the "
+        "batch-1 body inside it",
+    )
