@@ -11,6 +11,10 @@ steps separated by ";", each defining the next value v0, v1, …:
     quant A S Z T   saturate(round_half_even(A / S) + Z) as T (ui8 / i8):
                     the last step, and the result of the kernel
 
+A program without a quant step (where the kernel allows an f32 result:
+quant.qgemm's, not quant.dwconv's) gives its last value in f32: a chain that
+ends in a float op (a residual add before a float global pool).
+
 Operands: `y` the kernel's requantized result (an integral f32, its zero point
 included), `vN` an earlier step, `pN` the kernel's post operand N (f32 [C], one
 value per channel, or a tensor of the result's shape: a residual, f32 or 8-bit),
@@ -46,8 +50,9 @@ def literal(value: float) -> str:
     return "#" + float(np.float32(value)).hex()
 
 
-def parse(program: str) -> list[Step]:
-    """The steps of `program`; ValueError names what is malformed."""
+def parse(program: str, float_result: bool = False) -> list[Step]:
+    """The steps of `program`; ValueError names what is malformed. With
+    `float_result`, a program may end without a quant step (an f32 result)."""
     steps = []
     for i, text in enumerate(s.strip() for s in program.split(";")):
         op, *args = text.split()
@@ -65,22 +70,27 @@ def parse(program: str) -> list[Step]:
             if not ok or (a[:1] == "v" and int(a[1:]) >= i):
                 raise ValueError(f"epilogue step {i} {text!r}: bad operand {a!r}")
         steps.append(Step(op, tuple(args)))
-    if not steps or steps[-1].op != "quant" or any(
-        s.op == "quant" for s in steps[:-1]
-    ):
+    if any(s.op == "quant" for s in steps[:-1]):
+        raise ValueError("an epilogue's quant step is its last")
+    if not steps or (steps[-1].op != "quant" and not float_result):
         raise ValueError("an epilogue ends with its only quant step")
-    if steps[-1].args[3] not in STORAGE:
+    if steps[-1].op == "quant" and steps[-1].args[3] not in STORAGE:
         raise ValueError(f"epilogue result type {steps[-1].args[3]!r}: ui8 or i8")
     return steps
 
 
-def result_storage(program: str) -> str:
-    return parse(program)[-1].args[3]
+def result_storage(program: str, float_result: bool = False) -> str:
+    """ui8 / i8, or f32 (a program without a quant step, where allowed)."""
+    last = parse(program, float_result)[-1]
+    return last.args[3] if last.op == "quant" else "f32"
 
 
 def posts_used(program: str) -> set[int]:
     return {
-        int(a[1:]) for s in parse(program) for a in s.args if a.startswith("p")
+        int(a[1:])
+        for s in parse(program, float_result=True)
+        for a in s.args
+        if a.startswith("p")
     }
 
 
@@ -98,7 +108,7 @@ def evaluate(program: str, y: np.ndarray, post: list[np.ndarray]) -> np.ndarray:
             return values[int(a[1:])]
         return post[int(a[1:])].astype(f32)  # [C] broadcasts along the last dim
 
-    for step in parse(program):
+    for step in parse(program, float_result=True):
         if step.op == "deq":
             a, s, z = step.args
             values.append(
@@ -113,4 +123,4 @@ def evaluate(program: str, y: np.ndarray, post: list[np.ndarray]) -> np.ndarray:
         else:
             a, b = (operand(x) for x in step.args)
             values.append(BINARY[step.op](a, b).astype(f32))
-    raise AssertionError("unreachable: parse checks the quant step")
+    return np.broadcast_to(values[-1], y.shape).astype(f32)  # an f32 result

@@ -20,9 +20,11 @@ and, by `epilogue` (its operands after the first five, `post`):
     a program          y = the program (`quant_epilogue`, as quant.dwconv's) on
                        requant(acc): the f32 chain of the unfused graph up to the
                        next quantize (dequantize, BatchNorm, HardSwish, a
-                       residual add …); post = f32 [N_p] per-column operands
-                       (padded) and tensors of the result's shape [..., N] (a
-                       residual: f32, or 8-bit that the program dequantizes)
+                       residual add …), or an f32 result where the chain ends
+                       in float (a program without a quant step); post = f32
+                       [N_p] per-column operands (padded) and tensors of the
+                       result's shape [..., N] (a residual: f32, or 8-bit
+                       that the program dequantizes)
 
 Every float step is the f32 operation that the unfused ops compute (a division
 for a quantize), so the fold changes no bit. x is u8 / s8 [..., K]; W (int,
@@ -278,7 +280,7 @@ def _program_type(x, post, program: str, n: int, np_: int) -> TensorType:
     """The result type of a qgemm whose epilogue is a program (its checks)."""
     try:
         used = epi.posts_used(program)
-        storage = epi.result_storage(program)
+        storage = epi.result_storage(program, float_result=True)
     except ValueError as e:
         raise VerifyException(f"qgemm epilogue: {e}") from e
     eight = (dtypes.i8, dtypes.ui8)
@@ -292,7 +294,7 @@ def _program_type(x, post, program: str, n: int, np_: int) -> TensorType:
         )):  # fmt: skip
             raise VerifyException(f"qgemm post operands are f32 [{np_}] or tensors "
                                   f"of the result's shape {out}")  # fmt: skip
-    return tensor(dtypes.i8 if storage == "i8" else dtypes.ui8, out)
+    return tensor({"i8": dtypes.i8, "ui8": dtypes.ui8, "f32": dtypes.f32}[storage], out)
 
 
 def im2col_shape(

@@ -65,17 +65,28 @@ def _zero(value: SSAValue) -> int | None:
     return int(c.reshape(-1)[0])
 
 
-def _chain(start: SSAValue) -> tuple[list[Operation], q.QuantizeOp] | None:
+def _chain(
+    start: SSAValue, float_end: bool = False
+) -> tuple[list[Operation], q.QuantizeOp | SSAValue] | None:
     """The elementwise ops reached from `start` up to the one quantize that ends
-    them, in block order; None when a value leaves the chain elsewhere."""
+    them, in block order; None when a value leaves the chain elsewhere. With
+    `float_end` (a qgemm: it can write f32), a chain without a quantize may end
+    in one value read outside it, its last op's (then that value for the end)."""
     shape = shape_of(start.type)
     ops: list[Operation] = []
     end: q.QuantizeOp | None = None
+    exits: set[SSAValue] = set()
     inside, todo = {start}, [start]
     while todo:
-        for use in list(todo.pop().uses):
+        value = todo.pop()
+        for use in list(value.uses):
             user = use.operation
             if user in ops or user is end:
+                continue
+            if float_end and not isinstance(user, q.QuantizeOp) and (
+                type(user) not in (*STEPS, *UNARY)
+            ):
+                exits.add(value)  # read outside the chain
                 continue
             if isinstance(user, q.QuantizeOp) and use.index == 0:
                 if end is not None:
@@ -90,11 +101,15 @@ def _chain(start: SSAValue) -> tuple[list[Operation], q.QuantizeOp] | None:
                 todo.append(out)
             else:
                 return None
-    if end is None:
-        return None
     block = start.owner.parent_block()
     order = {op: i for i, op in enumerate(block.ops)} if block else {}
-    if any(op not in order for op in [*ops, end]):
+    if end is None:  # a float end: one value, the last op's, read outside
+        if len(exits) != 1 or not ops or any(op not in order for op in ops):
+            return None
+        ops.sort(key=order.__getitem__)
+        (out,) = exits
+        return (ops, out) if out is ops[-1].results[0] else None
+    if exits or any(op not in order for op in [*ops, end]):
         return None
     ops.sort(key=order.__getitem__)
     return ops, end
@@ -137,14 +152,15 @@ class FuseDwEpilogue(RewritePattern):
         s, z = _scalar(op.operands[1]), _zero(op.operands[2])
         if s is None or z is None or op.result.type.element_type != dtypes.f32:
             return
-        found = _chain(op.result)
+        found = _chain(op.result, float_end=isinstance(dw, QGemmOp))
         if found is None:
             return
         ops, end = found
-        s_out, z_out = _scalar(end.operands[1]), _zero(end.operands[2])
-        storage = _TYPES.get(end.result.type.element_type)
-        if s_out is None or z_out is None or storage is None:
-            return
+        if isinstance(end, q.QuantizeOp):
+            s_out, z_out = _scalar(end.operands[1]), _zero(end.operands[2])
+            storage = _TYPES.get(end.result.type.element_type)
+            if s_out is None or z_out is None or storage is None:
+                return
         out_shape = shape_of(dw.result.type)
         c = out_shape[-1]
         # a qgemm reads whole vectors of a per-column operand: padded to N_p
@@ -203,11 +219,15 @@ class FuseDwEpilogue(RewritePattern):
             else:
                 steps.append(f"{STEPS[type(step_op)]} {args[0]} {args[1]}")
             names[step_op.results[0]] = f"v{len(steps) - 1}"
-        last = names[end.operands[0]]
-        steps.append(f"quant {last} {epi.literal(s_out)} {z_out} {storage}")
+        if isinstance(end, q.QuantizeOp):
+            last = names[end.operands[0]]
+            steps.append(f"quant {last} {epi.literal(s_out)} {z_out} {storage}")
+            replaced: Operation = end
+        else:  # the program's last value, in f32
+            replaced = ops.pop()
         new = _rebuild(dw, post, "; ".join(steps))
-        locations.inherit([*new_consts, new], dw, op, *ops, end)
-        rewriter.insert([*new_consts, new], InsertPoint.before(end))
-        rewriter.replace(end, [], [new.results[0]])
+        locations.inherit([*new_consts, new], dw, op, *ops, replaced)
+        rewriter.insert([*new_consts, new], InsertPoint.before(replaced))
+        rewriter.replace(replaced, [], [new.results[0]])
         for dead in [*reversed(ops), op, dw]:
             rewriter.erase(dead)

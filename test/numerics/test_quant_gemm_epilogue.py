@@ -25,11 +25,13 @@ pytestmark = pytest.mark.skipif(
 
 
 def qdq_pointwise(
-    c_in: int, c_out: int, hw: int, act: str, residual: bool, dtype, seed: int
-) -> onnx.ModelProto:
+    c_in: int, c_out: int, hw: int, act: str, residual: bool, dtype, seed: int,
+    float_out: bool = False,
+) -> onnx.ModelProto:  # fmt: skip
     """x_q → DQ → Conv 1x1 → Q → DQ → BN → act [→ Add DQ(x_q)] → Q; with the
     residual, x_q is made by a plain QDQ pointwise conv before (the block inside
-    the network, its tensors NHWC)."""
+    the network, its tensors NHWC). With `float_out`, no last Q: the f32 sum
+    is the output (a chain that ends in float, as before a global pool)."""
     rng = np.random.default_rng(seed)
     t = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
     z = (lambda u, s: np.array(u if dtype == np.uint8 else s, dtype))
@@ -75,10 +77,14 @@ def qdq_pointwise(
         nodes.append(helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["r"]))
         nodes.append(helper.make_node("Add", ["a", "r"], ["s"]))
         last = "s"
-    nodes.append(helper.make_node("QuantizeLinear", [last, "sy", "zy"], ["yq"]))
+    if float_out:
+        nodes.append(helper.make_node("Identity", [last], ["yq"]))
+        t = TensorProto.FLOAT
+    else:
+        nodes.append(helper.make_node("QuantizeLinear", [last, "sy", "zy"], ["yq"]))
     graph = helper.make_graph(
         nodes, "qdq_pointwise", inputs,
-        [helper.make_tensor_value_info("yq", t, [1, c_out, hw, hw])],
+        [helper.make_tensor_value_info("yq", t, [1, c_out, hw, hw])],  # fmt: skip
         [numpy_helper.from_array(v, k) for k, v in inits.items()],
     )  # fmt: skip
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -155,3 +161,64 @@ def test_reference_executor_runs_the_gemm_epilogue():
     (ours,) = run_graph(module, feeds).values()
     (want,) = ort_outputs(m, feeds, optimized=False)
     assert np.abs(ours.astype(np.int64) - want.astype(np.int64)).max() <= 1
+
+
+@pytest.mark.parametrize(
+    "c, dtype",
+    [pytest.param(32, np.uint8, id="u8"), pytest.param(19, np.int8, id="s8-odd")],
+)
+def test_chain_that_ends_in_float(c, dtype, monkeypatch):
+    """conv → Q → DQ → BN → HardSwish → + DQ(r), read as f32 (no quantize
+    after it): the GEMM writes the f32 sum, bit for bit the graph's f32 ops in
+    order (the reference executor on the unfused graph), and within f32
+    rounding of onnxruntime's unoptimized run (its BatchNorm rounds otherwise)."""
+    from smelt.compiler.driver import import_graph, lower
+    from smelt.compiler.pipelines import preset
+    from smelt.passes.quant_epilogue import FuseDwEpilogue
+    from smelt.reference.executor import run_graph
+
+    m = qdq_pointwise(c, c, 6, "hardswish", True, dtype, seed=11, float_out=True)
+    feeds = feeds_of(m, seed=12)
+    compiled = smelt.compile(m, profile=True)
+    (ours,) = compiled.run(feeds).values()
+    kernels = [row.kernel for row in compiled.profile()]
+    assert not [k for k in kernels if k.startswith("fused")], kernels
+    (want,) = ort_outputs(m, feeds, optimized=False)
+    assert ours.shape == want.shape and ours.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(FuseDwEpilogue, "match_and_rewrite", lambda *a: None)
+    module = import_graph(m)
+    lower(module, preset("cpu", "O2").split(",convert-graph-to-loop")[0])
+    assert any(op.name == "graph.fused" for op in module.walk())  # unfused
+    (exact,) = run_graph(module, feeds).values()
+    np.testing.assert_array_equal(ours, exact)
+
+
+def test_block_stack_gemm_epilogues():
+    """smelt.quantize's QDQ file of the PP-LCNet-style stack: after each
+    pointwise / stem conv (a qgemm) the dequantize → BN → HardSwish [→ residual
+    add] runs in its quant_qgemm kernel: no fused elementwise kernel is left;
+    the logits within one output step of onnxruntime's int8 kernels."""
+    from int8_oracle import ort_weight_bits
+    from smelt.compiler.check_quant import output_steps
+    from test_quant_depthwise import block_stack
+
+    rng = np.random.default_rng(1)
+    cal = {"input": rng.normal(0, 1, (4, 1, 3, 32, 32)).astype(np.float32)}
+    qm = smelt.quantize(block_stack(), cal, reduce_range=ort_weight_bits() == 7).model
+    x = {"input": rng.normal(0, 1, (1, 3, 32, 32)).astype(np.float32)}
+    compiled = smelt.compile(qm, profile=True)
+    (ours,) = compiled.run(x).values()
+    (want,) = ort_outputs(qm, x, optimized=True)
+    (step,) = output_steps(qm).values()
+    assert np.abs(ours - want).max() <= step, (np.abs(ours - want).max(), step)
+    rows = compiled.profile()
+    assert not [r.kernel for r in rows if "elementwise" in r.kernel], rows
+    for tag in ("stem", "pw0", "pw1", "pw2"):
+        chain = f"{tag}c_DequantizeLinear"
+        owners = [r.kernel for r in rows if any(chain in n for n in r.nodes)]
+        assert owners and all(k.startswith("quant_qgemm") for k in owners), (
+            chain, owners)  # fmt: skip
+    # the last block's residual add (read by the float pool) too
+    owners = [r.kernel for r in rows if any("Add_" in n for n in r.nodes)]
+    assert owners and all(k.startswith("quant_qgemm") for k in owners), owners

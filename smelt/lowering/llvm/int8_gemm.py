@@ -52,6 +52,7 @@ from smelt.dialects.quant_gemm import (
     is_program,
     padded,
 )
+from smelt.dialects.quant_epilogue import result_storage
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.int8_epilogue import emit_program
 
@@ -89,6 +90,9 @@ class _Emitter:
         self.post_relu = bool(params.get("post_relu", 0))
         self.post_zp = int(params.get("post_zero_point", 0))
         self.program = self.epilogue if is_program(self.epilogue) else ""
+        self.float_out = self.epilogue == "dequantize" or bool(
+            self.program and result_storage(self.program, float_result=True) == "f32"
+        )
         kinds = str(params.get("post_kinds", ""))
         self.post_kinds = kinds.split(",") if kinds else []
         self.x, self.wp, self.bias, self.mult, _, *self.post, self.y, self.unit = (
@@ -122,8 +126,8 @@ class _Emitter:
         self.round = _declare(self.module, f"llvm.roundeven.v{v.lanes}f32", fv, [fv])
         self.bv = ir.VectorType(I8, v.lanes)
         self.mask_t = ir.VectorType(I1, v.lanes)
-        out_t = fv if self.epilogue == "dequantize" else self.bv
-        suffix = "f32" if self.epilogue == "dequantize" else "i8"
+        out_t = fv if self.float_out else self.bv
+        suffix = "f32" if self.float_out else "i8"
         self.masked_store = _declare(
             self.module, f"llvm.masked.store.v{v.lanes}{suffix}.p0", ir.VoidType(),
             [out_t, ir.PointerType(), I32, self.mask_t],
@@ -324,6 +328,9 @@ class _Emitter:
                 b, self.program, b.sitofp(q, self.fv),
                 lambda p: self.post_operand(p, row, col, valid),
             )  # fmt: skip
+            if self.float_out:  # a chain that ends in float
+                self.write(q, F32, row, col, valid)
+                return
         self.write(b.trunc(q, self.bv), I8, row, col, valid)
 
     def post_operand(self, p: int, row, col, valid: int | None) -> ir.Value:
