@@ -15,7 +15,9 @@ from test_quant_epilogue import ACTIVATIONS, feeds_of
 
 import smelt
 from int8_oracle import ort_outputs
-from smelt.dialects.quant_gemm import choose_variant
+from smelt.compiler.driver import import_graph, lower
+from smelt.compiler.pipelines import preset
+from smelt.dialects.quant_gemm import QGemmOp, choose_variant
 from smelt.targets.cpu_spec import host
 
 pytestmark = pytest.mark.skipif(
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.skipif(
 
 def qdq_pointwise(
     c_in: int, c_out: int, hw: int, act: str, residual: bool, dtype, seed: int,
-    float_out: bool = False,
+    float_out: bool = False, w_max: int = 127,
 ) -> onnx.ModelProto:  # fmt: skip
     """x_q → DQ → Conv 1x1 → Q → DQ → BN → act [→ Add DQ(x_q)] → Q; with the
     residual, x_q is made by a plain QDQ pointwise conv before (the block inside
@@ -38,7 +40,7 @@ def qdq_pointwise(
     f = (lambda a: np.asarray(a, np.float32))
     inits = {
         "sx": f(0.02), "zx": z(131, -5),
-        "wq": rng.integers(-127, 128, (c_out, c_in, 1, 1)).astype(np.int8),
+        "wq": rng.integers(-w_max, w_max + 1, (c_out, c_in, 1, 1)).astype(np.int8),
         "sw": f(rng.uniform(0.0005, 0.002, c_out)), "zw": np.zeros(c_out, np.int8),
         "bq": rng.integers(-3000, 3000, c_out).astype(np.int32),
         "zb": np.zeros(c_out, np.int32),
@@ -102,8 +104,8 @@ CASES = [
 ]
 
 
-def _check(m: onnx.ModelProto, feeds: dict) -> list[str]:
-    compiled = smelt.compile(m, profile=True)
+def _check(m: onnx.ModelProto, feeds: dict, **options) -> list[str]:
+    compiled = smelt.compile(m, profile=True, **options)
     (ours,) = compiled.run(feeds).values()
     (want,) = ort_outputs(m, feeds, optimized=False)
     assert ours.shape == want.shape and ours.dtype == want.dtype
@@ -126,6 +128,29 @@ def test_fused_gemm_epilogue(c_in, c_out, hw, act, residual, dtype):
         if not k.startswith(("quant_qgemm", "qgemm_widen", "transpose"))
     ]  # fmt: skip
     assert not others, kernels
+
+
+@pytest.mark.parametrize(
+    "cpu, w_max, variant",
+    [
+        pytest.param("x86-64-v3", 127, "pmaddwd256", id="avx2-pmaddwd"),
+        pytest.param("x86-64-v3", 63, "maddubs256", id="avx2-maddubs-7bit"),
+        pytest.param("x86-64-v3,+avxvnni", 127, "vnni256", id="avxvnni"),
+        pytest.param("skylake-avx512", 127, "pmaddwd512", id="avx512-pmaddwd"),
+    ],
+)
+@pytest.mark.parametrize("c, dtype", [(32, np.uint8), (19, np.int8)])
+def test_gemm_epilogue_variants(cpu, w_max, variant, c, dtype):
+    """Each micro-kernel family (8 and 16 lanes; the residual's masked tail
+    loads at 19 columns) runs the program: within one step of onnxruntime."""
+    m = qdq_pointwise(c, c, 5, "hardswish", True, dtype, seed=c, w_max=w_max)
+    module = import_graph(m)
+    lower(module, preset("cpu", "O2", cpu=cpu).split(",convert-graph-to-loop")[0])
+    gemms = [op for op in module.walk() if isinstance(op, QGemmOp)]
+    assert [op.attr("variant") for op in gemms][-1:] == [variant]
+    assert str(gemms[-1].attr("epilogue")).startswith("deq y ")
+    kernels = _check(m, feeds_of(m, seed=c + 1), cpu=cpu)
+    assert not [k for k in kernels if k.startswith("fused")], kernels
 
 
 def test_mutant_without_the_epilogue_fails(monkeypatch):
