@@ -66,7 +66,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from smelt.compiler.cli_inputs import compile_inputs, resolve_model
     from smelt.compiler.cli_options import compile_kwargs, dump_options, progress_quiet
     from smelt.compiler.progress import shown
-    from smelt.compiler.report import format_summary
+    from smelt.compiler.stats import format_summary
     from smelt.runtime import artifact
 
     path = resolve_model(args.model)

@@ -49,7 +49,7 @@ from smelt.errors import InternalError, SmeltError, internal_errors
 def cmd_run(args: argparse.Namespace) -> int:
     import smelt
     from smelt.compiler.progress import shown
-    from smelt.compiler.report import format_summary
+    from smelt.compiler.stats import format_summary
     from smelt.runtime.artifact import is_artifact
 
     if os.path.isfile(args.model) and is_artifact(args.model):
@@ -91,7 +91,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from smelt.compiler.driver import import_graph
     from smelt.compiler.instrument import Instrumentation
-    from smelt.compiler.report import format_rows, kernel_count, report
+    from smelt.compiler.report import format_rows, report
+    from smelt.compiler.stats import kernel_count
 
     path = resolve_model(args.model)
     shapes, constants = parse_shapes(args.input_shape), parse_constants(args.constant)

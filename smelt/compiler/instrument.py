@@ -22,6 +22,7 @@ from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 from xdsl.utils.arg_spec import parse_pipeline
 
+from smelt.compiler.stats import stats
 from smelt.dialects.graph_base import FullConstantsPrinter
 from smelt.errors import SmeltError
 
@@ -72,7 +73,7 @@ class PassRecord:
     spec: str
     seconds: float = 0.0
     changed: bool | None = None  # known with --print-ir-after-change
-    before: dict[str, int] | None = None  # report.Stats fields
+    before: dict[str, int] | None = None  # stats.Stats fields
     after: dict[str, int] | None = None
 
 
@@ -111,8 +112,6 @@ def _same(a: tuple[str, tuple[Any, ...]], b: tuple[str, tuple[Any, ...]]) -> boo
 
 
 def _stats(module: ModuleOp) -> dict[str, int]:
-    from smelt.compiler.report import stats
-
     return asdict(stats(module))
 
 

@@ -208,7 +208,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     from smelt.compiler.cli_options import pipeline_of
     from smelt.compiler.driver import import_graph, lower
-    from smelt.compiler.report import kernel_count
+    from smelt.compiler.stats import kernel_count
 
     path = resolve_model(args.model)
     shapes, constants = parse_shapes(args.input_shape), parse_constants(args.constant)

@@ -39,7 +39,7 @@ from smelt.compiler.instrument import DumpOptions, Instrumentation, module_text
 from smelt.compiler.options import CompileOptions
 from smelt.compiler.pipelines import LOWER
 from smelt.compiler.progress import SILENT, Progress
-from smelt.compiler.report import summary
+from smelt.compiler.stats import summary
 from smelt.dialects.loop import is_kernel
 from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import CompiledModel, TensorSpec
