@@ -17,11 +17,15 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation
 
 from smelt.compiler.driver import lower
 from smelt.compiler.options import CompileOptions
-from smelt.dialects import graph
+from smelt.dialects import graph, locations
 from smelt.dialects.dtypes import to_numpy
+from smelt.dialects.graph_base import shape_of
+from smelt.dialects.symbolic import sym
 from smelt.dialects.program import is_main
 from smelt.errors import SmeltError, UnsupportedModel
 from smelt.lowering.dynamic_batch import make_batch_dynamic
@@ -59,6 +63,39 @@ def _model_dims(model: Any) -> list[tuple[str, tuple[int | str, ...]]]:
     return shapes
 
 
+def _check_row_local(op: Operation, dim: str) -> None:
+    """Refuses (naming the op) what may read other rows than its own."""
+    nodes = ", ".join(locations.names(op)) or "?"
+    where = f"{op.name} (ONNX node {nodes})"
+    short = op.name.removeprefix("graph.")
+    if short not in SUPPORTED:
+        raise UnsupportedModel(
+            f"{where} is not supported with a run-time '{dim}' yet; compile_dynamic "
+            f"supports {', '.join(sorted(SUPPORTED - {'constant'}))}"
+        )
+    if short == "constant":
+        return
+    for r in op.results:
+        t = r.type
+        shape = shape_of(r) if isinstance(t, TensorType) else ()
+        if (
+            not shape
+            or shape[0] != sym(dim)
+            or any(not isinstance(d, int) for d in shape[1:])
+        ):
+            raise UnsupportedModel(
+                f"{where} gives {t}: with a run-time '{dim}' every computed value "
+                f"must lead with '{dim}' and have static dims after it"
+            )
+    if short == "softmax":
+        rank = len(op.results[0].type.get_shape())
+        axis = op.axis.value.data  # type: ignore[attr-defined]
+        if axis % rank == 0:
+            raise UnsupportedModel(
+                f"{where} normalizes along the run-time '{dim}' axis: not supported"
+            )
+
+
 def compile_dynamic(
     model: Any,
     dims: dict[str, tuple[int, int]],
@@ -88,16 +125,7 @@ def compile_dynamic(
     symbolic = import_model(model, symbolic=True)
     for op in symbolic.walk():
         if isinstance(op, graph.GraphOp):
-            short = op.name.removeprefix("graph.")
-            if short not in SUPPORTED:
-                from smelt.dialects import locations
-
-                nodes = ", ".join(locations.names(op)) or "?"
-                raise UnsupportedModel(
-                    f"{op.name} (ONNX node {nodes}) is not supported with a run-time "
-                    f"'{dim}' yet; compile_dynamic supports "
-                    f"{', '.join(sorted(SUPPORTED - {'constant'}))}"
-                )
+            _check_row_local(op, dim)
     shapes = {name: [1, *shape[1:]] for name, shape in inputs}
     options = CompileOptions(level=level, threads=1, cpu=cpu, input_shapes=shapes)
     module = import_model(model, shapes)

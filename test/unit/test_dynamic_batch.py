@@ -121,3 +121,22 @@ def test_only_one_leading_dim():
         compile_dynamic(model, {"batch": (1, 8), "seq": (1, 8)})
     with pytest.raises(UnsupportedModel, match="'n' first"):
         compile_dynamic(model, {"n": (1, 8)})
+
+
+def test_ops_that_mix_rows_are_refused():
+    softmax_over_batch = _model(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=0)], [], 64
+    )
+    with pytest.raises(UnsupportedModel, match="graph.softmax .*'batch' axis"):
+        compile_dynamic(softmax_over_batch, {"batch": (1, 8)})
+    rng = np.random.default_rng(6)
+    # [batch, 64] + [5, 1, 64] -> [5, batch, 64]: the batch no longer leads
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, "batch", 64])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "c"], ["y"])], "g", [x], [y],
+        [_const("c", [5, 1, 64], rng)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedModel, match="graph.add .*must lead with 'batch'"):
+        compile_dynamic(model, {"batch": (1, 8)})
