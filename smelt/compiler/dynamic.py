@@ -100,12 +100,22 @@ def compile_dynamic(
     model: Any,
     dims: dict[str, tuple[int, int]],
     *,
+    target: str = "cpu",
     level: str = "O2",
     cpu: str = "host",
     opt_level: int = 3,
+    **others: Any,
 ) -> DynamicModel:
     """Compiles `model` once for the run-time dim of `dims` ({"batch": (1, 64)}):
-    the returned model runs any value of it in the range (see the module text)."""
+    the returned model runs any value of it in the range (see the module text).
+    `smelt.compile(model, dims=...)` comes here."""
+    if target != "cpu":
+        raise SmeltError(f"dims= (a run-time batch) is for the cpu target only, not {target}")
+    if others:
+        raise SmeltError(
+            f"compile options {', '.join(sorted(others))} are not supported with "
+            "dims= yet (a run-time batch takes level, cpu and opt_level)"
+        )
     if len(dims) != 1:
         raise SmeltError(
             f"dims= bounds one run-time dim (the leading batch) for now, got {dims}"

@@ -140,3 +140,17 @@ def test_ops_that_mix_rows_are_refused():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(UnsupportedModel, match="graph.add .*must lead with 'batch'"):
         compile_dynamic(model, {"batch": (1, 8)})
+
+
+def test_smelt_compile_opts_in_with_dims():
+    import smelt
+
+    rng = np.random.default_rng(8)
+    model = _elementwise(rng)
+    compiled = smelt.compile(model, dims={"batch": (1, 40)})
+    _check(model, compiled, rng)
+    with pytest.raises(SmeltError, match="threads are not supported with dims="):
+        smelt.compile(model, dims={"batch": (1, 40)}, threads=4)
+    # the default path stays static: a symbolic batch is refused as before
+    with pytest.raises(SmeltError, match="dynamic input dims"):
+        smelt.compile(model)
