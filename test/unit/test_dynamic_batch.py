@@ -154,3 +154,35 @@ def test_smelt_compile_opts_in_with_dims():
     # the default path stays static: a symbolic batch is refused as before
     with pytest.raises(SmeltError, match="dynamic input dims"):
         smelt.compile(model)
+
+
+@pytest.mark.parametrize("level", ["O0", "O2"])
+def test_two_inputs_two_outputs(level):
+    rng = np.random.default_rng(9)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 48])
+    x2 = helper.make_tensor_value_info("x2", TensorProto.FLOAT, ["N", 48])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 48])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 16])
+    graph = helper.make_graph(
+        [
+            helper.make_node("Sub", ["x", "x2"], ["a"]),
+            helper.make_node("Div", ["a", "x2"], ["y"]),
+            helper.make_node("MatMul", ["y", "w"], ["m"]),
+            helper.make_node("Softmax", ["m"], ["z"], axis=-1),
+        ],
+        "g", [x, x2], [y, z], [_const("w", [48, 16], rng)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = compile_dynamic(model, {"N": (1, 50)}, level=level)
+    session = ort.InferenceSession(model.SerializeToString())
+    for batch in BATCHES:
+        feeds = {
+            "x": rng.standard_normal((batch, 48)).astype(np.float32),
+            "x2": rng.uniform(0.5, 2, (batch, 48)).astype(np.float32),
+        }
+        got = compiled.run(feeds)
+        want = session.run(None, feeds)
+        np.testing.assert_allclose(got["y"], want[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got["z"], want[1], rtol=1e-5, atol=1e-6)
+    with pytest.raises(InvalidInput, match="dim 'N' = 4, but another input gives it 3"):
+        compiled.run({"x": feeds["x"][:3], "x2": np.ones((4, 48), np.float32)})
