@@ -76,8 +76,8 @@ def ulp_error(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
 
 
 # max ulp error over the inputs below: about 1 ulp where the function is flat or
-# tiny, a few where the tanh/erf branches meet
-MAX_ULP = {"exp": 2.0, "tanh": 3.0, "erf": 3.0}
+# tiny, up to 1.5 where the tanh/erf branches meet
+MAX_ULP = {"exp": 2.0, "tanh": 2.0, "erf": 2.0}
 RANGES = {"exp": (-104.0, 88.7), "tanh": (-12.0, 12.0), "erf": (-5.0, 5.0)}
 
 
@@ -108,7 +108,8 @@ def test_accuracy_in_ulp(name, scalar):
 def test_specials(name, scalar):
     x = np.array(
         [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 100.0, -100.0, 88.72,
-         88.73, -103.0, -105.0, 0.625, -0.625, 1.0, -1.0, 4.0, 9.0, 1e30],
+         88.73, -103.0, -105.0, 0.625, -0.625, 1.0, -1.0, 4.0, 9.0, 1e30, 0.55,
+         -0.55, 0.9, -0.9, 3.925, 9.1, -9.1, 3e-39, -3e-39],
         np.float32,
     )  # fmt: skip
     got = run_vector(name, x, scalar)

@@ -8,21 +8,22 @@ versions are polynomials in IR, so a vector of lanes costs about as much as one.
   e^r = 1 + r + r²·q(r) (degree 4), times 2^n built from exponent bits in two
   halves, so results down to the subnormals are right; overflow gives inf, x below
   -104 gives 0, NaN passes through.
-* tanh(x): with a = |x| clamped to 9.01 (tanh is 1 in f32 beyond) and
-  m = e^(-2a) - 1 (expm1, from the exp reduction: 2^n·(e^r - 1) + (2^n - 1) in
-  one FMA, accurate down to a → 0), tanh(a) = -m / (m + 2): one formula for
-  every lane, no second branch to compute and select; the sign restored with
-  copysign, NaN passed through.
-* erf(x): |x| < 1: x·P(x²) (degree 6); else 1 - e^(-x²)·R(1/|x|) with R ≈
-  erfc(x)·e^(x²) (degree 9 around 1/x = 0.625, |x| clamped to 4 where erf is 1
-  in f32, so e^(-x²) needs no range checks either).
+* tanh(x): a = |x| clamped to 9.1 (tanh is 1 in f32 beyond); below 0.55
+  a + a·s·T(s), s = a² (degree 4); above, 1 - 2e / (e + 1) with e = e^(-2a) from
+  a bounded exp: the last rounding is that of a value near 1, and the division's
+  errors are those of a term below 0.67. The sign restored with copysign, NaN
+  passed through.
+* erf(x): a = |x|; below 0.9 a + a·R(a²) (degree 5); else 1 - e^L(a) with
+  L ≈ log erfc (degree 6 in a, a clamped to 3.925 where erf is 1 in f32, so
+  e^L needs no range checks). No division.
 
-Coefficients are near-minimax fits of the relative error (Lawson's iteratively
-reweighted least squares on Chebyshev nodes, in float64): relative fit errors
-3e-9 (exp, also tanh's expm1), 1e-9 and 1.5e-8 (erf), below f32 rounding. Measured over
-millions of f32 inputs the results are within a few ulp of the correctly rounded
-values (test/unit/test_vector_math.py pins the bounds). f16 vectors are computed
-in f32.
+Coefficients are near-minimax fits (Lawson's iteratively reweighted least squares
+on Chebyshev nodes, in float64) of the relative error, or for erf's tail of the
+error in erf: fit errors 3e-9 (exp), 1e-9 (tanh), 1.2e-8 and 1.6e-9 (erf), below
+f32 rounding. Over every 256th f32 bit pattern and its negation (16.7M inputs,
+subnormals and the values that round to ±1 included) the largest errors against
+float64 are 1.17 ulp (erf) and 1.43 ulp (tanh) (test/unit/test_vector_math.py and
+test/numerics/test_activation_ulp.py pin 2 ulp). f16 vectors are computed in f32.
 """
 
 from __future__ import annotations
@@ -41,18 +42,20 @@ EXP_Q = [
     0.49999993451472635, 0.16666520687563086, 0.041668387408547586,
     0.00836871003530985, 0.001381461100102857,
 ]  # fmt: skip
-ERF_P = [
-    1.1283791657322926, -0.37612625839605646, 0.11283585269684879,
-    -0.026853816032027522, 0.0051883344393119785, -0.0008010247161202022,
-    7.854024807778248e-05,
+ERF_SMALL_BELOW = 0.9
+ERF_SMALL = [
+    0.12837915536657446, -0.37612532565013707, 0.11282230801967859,
+    -0.02678198085931867, 0.005016258148150058, -0.0006111426438200095,
 ]  # fmt: skip
-ERFC_R_CENTER = 0.625
-ERFC_R = [
-    0.30595298923296615, 0.38228383647331715, -0.17239360427981257,
-    0.04376080234971651, 0.02326198187802961, -0.04678601724661213,
-    0.04461991782317072, -0.028408550915956184, -0.006946581165688244,
-    0.030714071334661558,
+"""erf(a) = a + a·R(a²) for a < 0.9: R(s) ≈ erf(√s)/√s - 1 (degree 5)."""
+ERF_ONE = 3.925
+"""erf rounds to 1 in f32 from about 3.86 on: |x| is clamped here."""
+ERFC_LOG = [
+    -0.00017748763050076042, -1.127749593866755, -0.6370596958917173,
+    -0.10403741403777218, 0.022277115491001538, -0.0030556152728833173,
+    0.0001971825755506496,
 ]  # fmt: skip
+"""log(erfc(a)) ≈ L(a) for a in [0.9, 3.925] (degree 6): erf(a) = 1 - e^L(a)."""
 
 LN2_HI = 0.693145751953125  # ln 2 with the low 12 bits of its f32 mantissa zero
 LN2_LO = math.log(2) - LN2_HI
@@ -161,46 +164,52 @@ def _exp_normal(m: _Math, x: ir.Value) -> ir.Value:
     return m.b.fmul(m.b.fadd(em1, m.c(1.0)), scale)
 
 
-def _expm1_normal(m: _Math, x: ir.Value) -> ir.Value:
-    """e^x - 1 for x in [-87, 88] (no NaN), relative error a few ulp also as
-    x → 0: 2^n·(e^r - 1) + (2^n - 1) in one FMA, where 2^n - 1 is exact for
-    the n that matter (|n| ≤ 24) and for n = 0 the sum is e^r - 1 itself."""
-    scale, em1 = _exp_reduced(m, x)
-    return m.fma(scale, em1, m.b.fsub(scale, m.c(1.0)))
-
-
 ROUNDER = 1.5 * 2**23 + 127
 """Adding it to |y| < 2^22 rounds y to an integer n (to nearest even) and leaves
 n + 127 in the low 9 mantissa bits (1.5·2^23's are zero)."""
 
 
-TANH_ONE = 9.01
-"""tanh(x) rounds to 1 in f32 from about x = 9.01 on: |x| is clamped there."""
+TANH_ONE = 9.1
+"""tanh(x) rounds to 1 in f32 from about x = 9.01 on: |x| is clamped a little
+above (at 9.01 itself 1 - 2e/(e + 1) fell just below the rounding boundary)."""
+
+
+TANH_SMALL_BELOW = 0.55
+TANH_SMALL = [
+    -0.3333331755994393, 0.13332586146464773, -0.05385231065816966,
+    0.021071681868927522, -0.006274243214975388,
+]  # fmt: skip
+"""tanh(a) = a + a·s·T(s), s = a², for a < 0.55 (degree 4, relative fit error
+1e-9)."""
 
 
 def _tanh(m: _Math, x: ir.Value) -> ir.Value:
-    """tanh(|x|) = -m / (m + 2) with m = e^(-2|x|) - 1 in (-1, 0]: 2.49 ulp at
-    most over 2.1M uniform and geometric f32 inputs. The old two-branch form (a
-    polynomial below 0.625, 1 - 2/(e^2a + 1) above) computed both for every
-    lane: the chain tanh(1.5x + 0.5)·x of 16M floats ran at 73% of the copy
-    bandwidth."""
+    """a = |x|: below 0.55 a + a·s·T(s); above, 1 - 2e / (e + 1) with e = e^(-2a)
+    (a clamped to 9.1, where tanh is 1 in f32), whose rounding errors are those of
+    a term below 0.67 subtracted from 1: 1.43 ulp at most. One division; the sign
+    restored with copysign, NaN passed through (the clamp keeps it). Both forms
+    are computed for every lane: a [256, 56, 56] Tanh took 1.4x the time of the
+    one-formula -m / (m + 2), m = e^(-2a) - 1 (shared host, indicative), whose
+    2.47 ulp (the rounding of m + 2 near a = 4.5, and m's own error near 0.2)
+    exceeded the 2 ulp bound."""
     b = m.b
     a = m.clamp_above(m.call("llvm.fabs", x), TANH_ONE)
-    em = _expm1_normal(m, b.fmul(a, m.c(-2.0)))
-    # m / (m + 2) is -tanh(|x|): copysign gives it x's sign either way
-    return _signed(m, b.fdiv(em, b.fadd(em, m.c(2.0))), x)
+    s = b.fmul(a, a)
+    small = m.fma(a, b.fmul(s, m.horner(s, TANH_SMALL)), a)
+    e = _exp_normal(m, b.fmul(a, m.c(-2.0)))
+    big = b.fsub(m.c(1.0), b.fdiv(b.fmul(e, m.c(2.0)), b.fadd(e, m.c(1.0))))
+    return _signed(m, m.select_if("<", a, TANH_SMALL_BELOW, small, big), x)
 
 
 def _erf(m: _Math, x: ir.Value) -> ir.Value:
+    """|x| < 0.9: a + a·R(a²); else 1 - e^L(a) with L ≈ log erfc (a clamped to
+    3.925, so e^L needs no range checks): no division, 1.17 ulp at most."""
     b = m.b
     a = m.call("llvm.fabs", x)
-    s = b.fmul(a, a)
-    small = b.fmul(a, m.horner(s, ERF_P))
-    ac = m.clamp_above(a, 4.0)
-    u = b.fdiv(m.c(1.0), ac)
-    tail = m.horner(b.fsub(u, m.c(ERFC_R_CENTER)), ERFC_R)
-    big = b.fsub(m.c(1.0), b.fmul(_exp_normal(m, b.fneg(b.fmul(ac, ac))), tail))
-    return _signed(m, m.select_if("<", a, 1.0, small, big), x)
+    small = m.fma(a, m.horner(b.fmul(a, a), ERF_SMALL), a)
+    tail = _exp_normal(m, m.horner(m.clamp_above(a, ERF_ONE), ERFC_LOG))
+    big = b.fsub(m.c(1.0), tail)
+    return _signed(m, m.select_if("<", a, ERF_SMALL_BELOW, small, big), x)
 
 
 def _signed(m: _Math, magnitude: ir.Value, x: ir.Value) -> ir.Value:
