@@ -29,6 +29,7 @@ from smelt.dialects.symbolic import sym
 from smelt.dialects.program import is_main
 from smelt.errors import SmeltError, UnsupportedModel
 from smelt.lowering.dynamic_batch import make_batch_dynamic
+from smelt.lowering.dynamic_block import attach_blocked
 from smelt.lowering.llvm.emit_dynamic import lower_dynamic_module
 from smelt.lowering.llvm.emit_kernel import EmitOptions
 from smelt.lowering.llvm.jit import _initialize, _object, module_spec
@@ -37,6 +38,9 @@ from smelt.lowering.llvm.program import ENTRY
 from smelt.lowering.memory_plan import plan_memory
 from smelt.passes import remarks
 from smelt.runtime.dynamic import DynamicModel
+
+DEFAULT_BLOCK = 8
+"""Rows per block (`opt_dims` default): kernels get a body scheduled for this batch."""
 
 SUPPORTED = frozenset(
     """constant add sub mul div relu sigmoid tanh exp neg abs sqrt matmul gemm
@@ -104,6 +108,7 @@ def compile_dynamic(
     level: str = "O2",
     cpu: str = "host",
     opt_level: int = 3,
+    opt_dims: dict[str, int] | None = None,
     **others: Any,
 ) -> DynamicModel:
     """Compiles `model` once for the run-time dim of `dims` ({"batch": (1, 64)}):
@@ -114,7 +119,7 @@ def compile_dynamic(
     if others:
         raise SmeltError(
             f"compile options {', '.join(sorted(others))} are not supported with "
-            "dims= yet (a run-time batch takes level, cpu and opt_level)"
+            "dims= yet (a run-time batch takes level, cpu, opt_level and opt_dims)"
         )
     if len(dims) != 1:
         raise SmeltError(
@@ -136,15 +141,32 @@ def compile_dynamic(
     for op in symbolic.walk():
         if isinstance(op, graph.GraphOp):
             _check_row_local(op, dim)
+    rows = (opt_dims or {}).get(dim, min(hi, DEFAULT_BLOCK))
+    if not 1 <= rows <= hi:
+        raise SmeltError(f"opt_dims['{dim}'] = {rows} is outside [1, {hi}]")
     shapes = {name: [1, *shape[1:]] for name, shape in inputs}
     options = CompileOptions(level=level, threads=1, cpu=cpu, input_shapes=shapes)
     module = import_model(model, shapes)
     with remarks.collect() as found:
         lower(module, options.resolved_pipeline())
+        blocked = None
+        if rows > 1:
+            many = import_model(model, {n: [rows, *s[1:]] for n, s in inputs})
+            lower(many, options.resolved_pipeline())
+            paired = attach_blocked(module, many, rows)
+            if isinstance(paired, str):
+                main = next(op for op in module.ops if is_main(op))
+                remarks.missed(
+                    "make-batch-dynamic", main,
+                    f"no blocks of {rows} rows ({paired}): every row runs the "
+                    "batch-1 kernels",
+                )  # fmt: skip
+            else:
+                blocked = paired
         main = next(op for op in module.ops if is_main(op))
         assert isinstance(main, func.FuncOp)
         plan = plan_memory(main, in_place=True)
-        make_batch_dynamic(module, dim)
+        make_batch_dynamic(module, dim, blocked)
     _initialize()
     spec = module_spec(module)
     lowered = lower_dynamic_module(module, plan, [dim], EmitOptions())

@@ -25,15 +25,16 @@ never tiled, vectorized, unrolled or threaded: a remark says so per kernel.
 
 from __future__ import annotations
 
-from xdsl.dialects import func
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
     ArrayAttr,
     IndexType,
+    IntegerAttr,
     MemRefType,
     ModuleOp,
     StringAttr,
 )
-from xdsl.ir import Block, BlockArgument, Region, SSAValue
+from xdsl.ir import Block, Region, SSAValue
 
 from smelt.dialects import loop
 from smelt.dialects.loop_dynamic import DIMS_ATTR, DYNAMIC, ForDimOp, RowOp
@@ -55,8 +56,14 @@ def _retype(value: SSAValue, t: MemRefType) -> None:
     value._type = t  # noqa: SLF001 (xDSL has no setter; uses keep the value)
 
 
-def make_batch_dynamic(module: ModuleOp, dim: str = "batch") -> func.FuncOp:
-    """Rewrites `module` in place (see the module text); returns @main."""
+def make_batch_dynamic(
+    module: ModuleOp,
+    dim: str = "batch",
+    blocked: dict[str, tuple[func.FuncOp, int, dict[int, SSAValue]]] | None = None,
+) -> func.FuncOp:
+    """Rewrites `module` in place (see the module text); returns @main.
+    `blocked` (`dynamic_block.attach_blocked`) gives kernels a body for blocks
+    of T rows."""
     mains = [op for op in module.ops if is_main(op)]
     if len(mains) != 1:
         raise SmeltError("a run-time batch needs exactly one @main")
@@ -106,46 +113,103 @@ def make_batch_dynamic(module: ModuleOp, dim: str = "batch") -> func.FuncOp:
     main.update_function_type()
     main.attributes[DIMS_ATTR] = ArrayAttr([StringAttr(dim)])
     for name, these in flags.items():
-        _wrap_kernel(kernels[name], these, dim)
+        _wrap_kernel(kernels[name], these, dim, (blocked or {}).get(name))
     return main
 
 
-def _wrap_kernel(kernel: func.FuncOp, carrying: tuple[bool, ...], dim: str) -> None:
+def _wrap_kernel(
+    kernel: func.FuncOp,
+    carrying: tuple[bool, ...],
+    dim: str,
+    blocked: tuple[func.FuncOp, int, dict[int, SSAValue]] | None = None,
+) -> None:
+    """Runs the kernel's batch-1 body per row; with `blocked` = (the same kernel
+    scheduled for a batch of T, T, its constant arguments among this kernel's),
+    the T-row body per block of T rows first, then the batch-1 body per row left."""
     block = kernel.body.block
     ret = block.last_op
     assert isinstance(ret, func.ReturnOp)
     n = block.insert_arg(IndexType(), len(block.args))
     n.name_hint = dim
-    body = Block(arg_types=[IndexType()])
-    b = body.args[0]
-    b.name_hint = "b"
-    rows: list[tuple[BlockArgument, RowOp]] = []
-    for arg, flag in zip(block.args, carrying):
-        if not flag:
-            continue
-        static = arg.type
-        assert isinstance(static, MemRefType)
-        _retype(arg, _dynamic(static))
-        row = RowOp(arg, b, static)
-        row.result.name_hint = f"{arg.name_hint}.row" if arg.name_hint else None
-        rows.append((arg, row))
-        body.add_op(row)
-    for op in list(block.ops):
-        if op is ret:
-            break
+    carried = [arg for arg, flag in zip(block.args, carrying) if flag]
+    statics = {arg: arg.type for arg in carried}
+    for arg in carried:
+        _retype(arg, _dynamic(arg.type))  # type: ignore[arg-type]
+    ops = [op for op in block.ops if op is not ret]
+    for op in ops:
         op.detach()
-        body.add_op(op)
-    for arg, row in rows:
-        for use in list(arg.uses):
-            if use.operation is not row:
-                use.operation.operands[use.index] = row.result
-    body.add_op(loop.YieldOp())
-    block.insert_op_before(ForDimOp(n, loop.PARALLEL, Region(body)), ret)
+    one = [(arg, arg, statics[arg]) for arg in carried]
+    if blocked is None:
+        block.insert_op_before(_row_loop(n, ops, one, {}), ret)
+        how = "the batch-1 body runs per row"
+    else:
+        kt, rows, extra = blocked
+        kt_block = kt.body.block
+        kt_ops = [op for op in kt_block.ops if not isinstance(op, func.ReturnOp)]
+        for op in kt_ops:
+            op.detach()
+        size = arith.ConstantOp(IntegerAttr(rows, IndexType()))
+        blocks = arith.DivUIOp(n, size.result)
+        full = arith.MuliOp(blocks.result, size.result)
+        rest = arith.SubiOp(n, full.result)
+        for op in (size, blocks, full, rest):
+            block.insert_op_before(op, ret)
+        sources = [
+            (kt_block.args[i], block.args[i], kt_block.args[i].type)
+            for i, flag in enumerate(carrying)
+            if flag
+        ]
+        others = {kt_block.args[i]: value for i, value in extra.items()}
+        block.insert_op_before(
+            _row_loop(blocks.result, kt_ops, sources, others, scale=size.result), ret
+        )
+        block.insert_op_before(_row_loop(rest.result, ops, one, {}, full.result), ret)
+        how = (
+            f"blocks of {rows} rows run the body scheduled for {rows}, then the "
+            "rows left the batch-1 body"
+        )
     kernel.update_function_type()
     remarks.missed(
         "make-batch-dynamic",
         kernel,
         f"the loop over the run-time dim '{dim}' is outermost and left as it is "
-        "(not tiled, vectorized, unrolled or threaded): the passes scheduled the "
-        "batch-1 body inside it",
+        f"(not tiled, vectorized, unrolled or threaded): {how}",
     )
+
+
+def _row_loop(
+    ub: SSAValue,
+    ops: list,
+    sources: list[tuple[SSAValue, SSAValue, MemRefType]],
+    others: dict[SSAValue, SSAValue],
+    offset: SSAValue | None = None,
+    scale: SSAValue | None = None,
+) -> ForDimOp:
+    """`loop.for_dim %b = 0 to ub` around `ops`, in which each `sources` value
+    (old, the memref<?x..> it is rows of, its static type) becomes the rows from
+    `offset + %b * scale`, and each `others` key its value."""
+    body = Block(arg_types=[IndexType()])
+    start: SSAValue = body.args[0]
+    body.args[0].name_hint = "b" if scale is None else "blk"
+    if scale is not None:
+        mul = arith.MuliOp(start, scale)
+        body.add_op(mul)
+        start = mul.result
+    if offset is not None:
+        add = arith.AddiOp(offset, start)
+        body.add_op(add)
+        start = add.result
+    for old, source, static in sources:
+        row = RowOp(source, start, static)
+        row.result.name_hint = f"{source.name_hint}.row" if source.name_hint else None
+        body.add_op(row)
+        for use in list(old.uses):
+            if not isinstance(use.operation, RowOp):  # ours: this loop's, or another's
+                use.operation.operands[use.index] = row.result
+    for old, new in others.items():
+        for use in list(old.uses):
+            use.operation.operands[use.index] = new
+    for op in ops:
+        body.add_op(op)
+    body.add_op(loop.YieldOp())
+    return ForDimOp(ub, loop.PARALLEL, Region(body))

@@ -65,15 +65,20 @@ def _check(model, compiled, rng):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("block", [1, 8])
 @pytest.mark.parametrize("build", [_elementwise, _mlp])
-def test_one_compile_runs_every_batch(build):
+def test_one_compile_runs_every_batch(build, block):
+    """Batches 1 / 3 / 8 / 37 with blocks of 8 rows: no block, one block and no
+    row left, four blocks and five rows left."""
     rng = np.random.default_rng(7)
     model = build(rng)
-    compiled = compile_dynamic(model, {"batch": (1, 64)})
+    compiled = compile_dynamic(model, {"batch": (1, 64)}, opt_dims={"batch": block})
     assert compiled.input_shapes == {"x": ("batch", 64)}
     # the batch loop is outermost and left alone: a remark per kernel says so
-    assert compiled.info["remarks"]
-    assert all("run-time dim 'batch'" in r for r in compiled.info["remarks"])
+    found = compiled.info["remarks"]
+    assert found and all("run-time dim 'batch'" in r for r in found)
+    blocked = "blocks of 8 rows run the body scheduled for 8"
+    assert all((blocked in r) == (block == 8) for r in found)
     _check(model, compiled, rng)
 
 
@@ -149,6 +154,8 @@ def test_smelt_compile_opts_in_with_dims():
     model = _elementwise(rng)
     compiled = smelt.compile(model, dims={"batch": (1, 40)})
     _check(model, compiled, rng)
+    with pytest.raises(SmeltError, match=r"opt_dims\['batch'\] = 41 is outside"):
+        smelt.compile(model, dims={"batch": (1, 40)}, opt_dims={"batch": 41})
     with pytest.raises(SmeltError, match="threads are not supported with dims="):
         smelt.compile(model, dims={"batch": (1, 40)}, threads=4)
     # the default path stays static: a symbolic batch is refused as before

@@ -39,12 +39,24 @@ from smelt.lowering.memory_plan import MemoryPlan
 
 
 def _row_bytes(t: MemRefType) -> int:
-    return buffer_info(t).nbytes
+    """Bytes of one row (along the leading dim) of the static buffer type `t`."""
+    info = buffer_info(t)
+    return info.nbytes // info.shape[0]
 
 
 def emit_for_dim(em: KernelEmitter, op: Operation) -> None:
+    """A bottom-tested loop behind a test of its trip count (a remainder loop's
+    may be 0)."""
     assert isinstance(op, ForDimOp)
-    em.emit_loop(op, constant(I64, 0), em.get(op.ub), [])  # type: ignore[arg-type]
+    b = em.builder
+    ub = em.get(op.ub)
+    body = em.fn.append_basic_block("dim.body")
+    after = em.fn.append_basic_block("dim.after")
+    b.cbranch(b.icmp_signed(">", ub, constant(I64, 0)), body, after)
+    b.position_at_end(body)
+    em.emit_loop(op, constant(I64, 0), ub, [])  # type: ignore[arg-type]
+    b.branch(after)
+    b.position_at_end(after)
 
 
 def emit_row(em: KernelEmitter, op: Operation) -> None:
