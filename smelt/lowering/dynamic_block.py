@@ -80,6 +80,13 @@ def attach_blocked(one: ModuleOp, many: ModuleOp, rows: int) -> Blocked | str:
             name1, pairs
         ) != pairs:  # fmt: skip
             return f"@{name1} is shared by calls that differ at batch {rows}"
+    for name1, name_t in chosen.items():
+        # buffer-plan may put an elementwise kernel's output over its input (the
+        # batch-1 plan is the one used): the T body must allow that too
+        if (loop.ELEMENTWISE_ATTR in kernels1[name1].attributes) != (
+            loop.ELEMENTWISE_ATTR in kernels_t[name_t].attributes
+        ):
+            return f"@{name1} and @{name_t} differ in loop.elementwise"
     # checked: now move the T constants over and give the kernels their bodies
     result: Blocked = {}
     for name1, name_t in chosen.items():
