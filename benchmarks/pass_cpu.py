@@ -23,7 +23,7 @@ import time
 
 from smelt.compiler import pipelines
 from smelt.compiler.cli_inputs import resolve_model
-from smelt.compiler.driver import _fewer_collections, import_graph, parse_pipeline
+from smelt.compiler.runner import fewer_collections, import_graph, parse_pipeline
 from smelt.universe import make_context
 
 OPTIONS = ("loop", "step", "jam", "factor", "tail", "hint")
@@ -47,7 +47,7 @@ def main() -> None:
     module = import_graph(resolve_model(a.model))
     print(f"{time.process_time() - t:8.3f}  import")
     ctx, prof, total = make_context(), cProfile.Profile(), 0.0
-    with _fewer_collections():
+    with fewer_collections():
         for p in parse_pipeline(spec).passes:
             label = _label(p)
             on = any(s in label for s in a.profile)

@@ -34,7 +34,8 @@ from smelt.runtime.model import CompiledModel
 from smelt.targets.cpu_spec import CpuSpec, host_lacks
 
 if TYPE_CHECKING:
-    from smelt.compiler.driver import CompileOptions, ModelLike
+    from smelt.compiler.options import CompileOptions
+    from smelt.compiler.runner import ModelLike
 
 DEFAULT_DIR = Path("~/.cache/smelt")
 

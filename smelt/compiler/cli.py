@@ -89,9 +89,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from smelt.compiler.driver import import_graph
     from smelt.compiler.instrument import Instrumentation
     from smelt.compiler.report import format_rows, report
+    from smelt.compiler.runner import import_graph
     from smelt.compiler.stats import kernel_count
 
     path = resolve_model(args.model)

@@ -33,8 +33,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from smelt.compiler.driver import reproducer_note
 from smelt.compiler.instrument import Instrumentation
+from smelt.compiler.runner import reproducer_note
 from smelt.errors import SmeltError, internal_errors
 from smelt.universe import make_context
 

@@ -59,9 +59,9 @@ def make_job(
     seeded random inputs and the oracle's outputs for them (`oracle`: "auto",
     "onnxruntime" or "reference", see explore_oracle)."""
     from smelt.compiler.cli_inputs import random_inputs
-    from smelt.compiler.driver import import_graph, io_specs
     from smelt.compiler.explore_eval import Job
     from smelt.compiler.explore_oracle import oracle_outputs
+    from smelt.compiler.runner import import_graph, io_specs
 
     try:
         with open(path, "rb") as f:

@@ -59,7 +59,7 @@ def imported(job: Job):
     """The graph-level module of `job`'s model (imported once per process) and
     the seconds its import took."""
     if job.sha256 not in _IMPORTED:
-        from smelt.compiler.driver import import_graph
+        from smelt.compiler.runner import import_graph
 
         t0 = time.perf_counter()
         module = import_graph(

@@ -80,7 +80,7 @@ def _onnxruntime(
         raise _CannotRun(
             "onnxruntime is not installed (pip install 'smelt[test]')"
         ) from None
-    from smelt.compiler.driver import io_specs
+    from smelt.compiler.runner import io_specs
 
     options = ort.SessionOptions()
     options.log_severity_level = 3  # unused initializers and the like: not ours

@@ -2,7 +2,7 @@
 crash reproducer, shared by `smelt.compile`, `smelt run / report` and `smelt-opt`.
 
 `DumpOptions` says what to show; an `Instrumentation` built from it is the
-callback that `driver.lower` calls between passes. Nothing here changes a build.
+callback that `runner.lower` calls between passes. Nothing here changes a build.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def _stats(module: ModuleOp) -> dict[str, int]:
 
 
 class Instrumentation:
-    """The callback `driver.lower` runs between passes (`start` before the first,
+    """The callback `runner.lower` runs between passes (`start` before the first,
     `finish` after the last, `crashed` when a pass raised a bug)."""
 
     def __init__(

@@ -112,8 +112,8 @@ class SmeltOptMain(xDSLOptMain):
         crash reproducer; the IR is verified before and after each pass (not with
         --disable-verify) and diagnostics reach --verify-diagnostics."""
         from smelt.compiler.cli_options import dump_options
-        from smelt.compiler.driver import lower
         from smelt.compiler.instrument import Instrumentation
+        from smelt.compiler.runner import lower
         from smelt.passes import remarks
 
         options = dump_options(self.args)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import ModuleOp
 
-from smelt.compiler.driver import lower
 from smelt.compiler.instrument import Instrumentation
+from smelt.compiler.runner import lower
 from smelt.compiler.stats import Stats, stats
 
 

@@ -68,7 +68,7 @@ def graph_spec(pipeline: str | None) -> tuple[list[str], list[str]]:
 
 def pictures(module: Any, pipeline: str | None) -> list[Picture]:
     """Before and after fusion (only one picture when the pipeline does not fuse)."""
-    from smelt.compiler.driver import lower
+    from smelt.compiler.runner import lower
 
     before, rest = graph_spec(pipeline)
     if before:
@@ -207,7 +207,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         resolve_model,
     )
     from smelt.compiler.cli_options import pipeline_of
-    from smelt.compiler.driver import import_graph, lower
+    from smelt.compiler.runner import import_graph, lower
     from smelt.compiler.stats import kernel_count
 
     path = resolve_model(args.model)

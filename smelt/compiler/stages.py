@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from smelt.compiler.deferred import Deferred, tail_start
-from smelt.compiler.driver import (
+from smelt.compiler.runner import (
     ModelLike,
     import_graph,
     io_specs,

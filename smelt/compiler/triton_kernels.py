@@ -5,7 +5,7 @@ kernel-level compile lives below, in smelt/lowering/triton/aot.py."""
 from __future__ import annotations
 
 from smelt.compiler import pipelines
-from smelt.compiler.driver import import_graph, lower
+from smelt.compiler.runner import import_graph, lower
 from smelt.lowering.triton.source import module_kernels
 
 
