@@ -27,6 +27,13 @@ import json
 import os
 from typing import Any
 
+from smelt.compiler.cli_inputs import (
+    check_input_names,
+    parse_constants,
+    parse_shapes,
+    resolve_model,
+)
+from smelt.compiler.cli_options import INSPECT, add_compile_options, pipeline_of
 from smelt.compiler.show_picture import (  # test_show imports summary from here
     Picture,
     edge_label,
@@ -200,13 +207,6 @@ def write(pics: list[Picture], path: str, title: str) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from smelt.compiler.cli_inputs import (
-        check_input_names,
-        parse_constants,
-        parse_shapes,
-        resolve_model,
-    )
-    from smelt.compiler.cli_options import pipeline_of
     from smelt.compiler.runner import import_graph, lower
     from smelt.compiler.stats import kernel_count
 
@@ -233,8 +233,6 @@ def add_show_parser(sub: Any) -> None:
         "show", help="draw the graph before and after fusion (svg, html, json, dot)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    from smelt.compiler.cli_options import INSPECT, add_compile_options
-
     s.add_argument("model", help="an .onnx path or a light_* model name")
     s.add_argument("-o", "--output", required=True,
                    help=f"the file to write: {', '.join(FORMATS)}")
