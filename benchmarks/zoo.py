@@ -2,8 +2,11 @@
 exporter, its op count, smelt's compile time, the error against onnxruntime and the
 latency ratio at 1 and 2 threads (interleaved blocks, median of --repeat runs).
 
-    python benchmarks/zoo.py [--size small|real] [--threads 1 2] [--repeat 20]
-        [--exporters dynamo torchscript] [MODEL ...]
+    python benchmarks/zoo.py [--set zoo|arch] [--size small|real] [--threads 1 2]
+        [--repeat 20] [--exporters dynamo torchscript] [MODEL ...]
+
+`--set arch`: the real-architecture set of test/zoo/arch.py (PP-LCNet-style,
+DB-style text detector, YOLOv8-style detector, CRNN, BERT-mini; issue 30).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import onnx
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "test" / "zoo"))
 
+import arch  # noqa: E402
 import zoo  # noqa: E402
 from cpu import compare_ms, compile_cpu, ort_session, rel_error  # noqa: E402
 from hostinfo import header_lines  # noqa: E402
@@ -24,14 +28,21 @@ from hostinfo import header_lines  # noqa: E402
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--set", default="zoo", choices=["zoo", "arch"],
+                        help="the default MODELs: test/zoo/zoo.py's or arch.py's")
     parser.add_argument("--size", default="small", choices=["small", "real"])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--level", default="O2")
     parser.add_argument("--exporters", nargs="+", default=list(zoo.EXPORTERS),
                         choices=zoo.EXPORTERS)
-    parser.add_argument("models", nargs="*", default=list(zoo.MODELS))
+    parser.add_argument("models", nargs="*")
     args = parser.parse_args(argv)
+    args.models = args.models or list(arch.ARCH if args.set == "arch" else zoo.MODELS)
+    unknown = [m for m in args.models if m not in zoo.MODELS and m not in arch.ARCH]
+    if unknown:
+        parser.error(f"unknown models {unknown}: choose from "
+                     f"{sorted(zoo.MODELS)} or {sorted(arch.ARCH)}")  # fmt: skip
     for line in header_lines():
         print(line)
     print(f"size {args.size}, level {args.level}, median of {args.repeat} runs\n")
@@ -54,7 +65,7 @@ def main(argv=None) -> int:
                     lambda: compiled.run(feeds),
                     args.repeat,
                 )
-                print(f"| {name} | {exporter} | {zoo.MODELS[name].family} "
+                print(f"| {name} | {exporter} | {zoo.spec(name).family} "
                       f"| {len(model.graph.node)} | {threads} | {compile_s:.1f} "
                       f"| {error:.1e} | {peer_ms:.3f} | {smelt_ms:.3f} "
                       f"| {ratio:.2f} |", flush=True)  # fmt: skip

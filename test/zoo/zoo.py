@@ -179,8 +179,18 @@ def cache_dir() -> Path:
     return root / f"torch{torch.__version__}-transformers{tf}-onnx{onnx.__version__}"
 
 
+def spec(name: str) -> Spec:
+    """The zoo model `name`: one of MODELS or of the real-architecture set
+    (arch.py's ARCH)."""
+    if name in MODELS:
+        return MODELS[name]
+    from arch import ARCH
+
+    return ARCH[name]
+
+
 def inputs(name: str, size: str, seed: int = 0) -> dict[str, np.ndarray]:
-    return MODELS[name].feeds(size, np.random.default_rng(seed))
+    return spec(name).feeds(size, np.random.default_rng(seed))
 
 
 def build(name: str, size: str = "small", exporter: str = "dynamo") -> Path:
@@ -191,7 +201,7 @@ def build(name: str, size: str = "small", exporter: str = "dynamo") -> Path:
     import torch
 
     torch.manual_seed(0)
-    model = MODELS[name].make(size)
+    model = spec(name).make(size)
     feeds = inputs(name, size)
     args = tuple(torch.from_numpy(v) for v in feeds.values())
     path.parent.mkdir(parents=True, exist_ok=True)
