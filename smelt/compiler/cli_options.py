@@ -72,8 +72,9 @@ COMPILE_OPTIONS = {
     "precision": _option(
         "--precision", default="f32", choices=["f32", "bf16", "f16"],
         help="store weights and activations as bf16 / f16 (quant-cast; f32 inputs, "
-        "outputs and accumulation; contractions compute in f32 except bf16 matmuls "
-        "with constant weights, vdpbf16ps where the CPU has avx512bf16)"),
+        "outputs and accumulation; contractions compute in f32, except matmuls "
+        "with constant weights and group-1 convs as vdpbf16ps GEMMs where the "
+        "CPU's bf16 dot beats f32: Zen 4 / 5)"),
     "random_weights": _option(
         "--random-weights", type=int, metavar="SEED",
         help="replace the float weights by seeded random ones (He init; the light_* "
