@@ -11,12 +11,11 @@ from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects import dtypes, graph, loop
 from smelt.errors import SmeltError, UnsupportedModel
-from smelt.lowering import lower_conv_nhwc
+from smelt.lowering import lower_conv_nhwc, lower_pool_nchw
 from smelt.lowering.kernel_io import Anchor, KernelIO
 from smelt.lowering.loop_builder import Index, element_type, shape
 from smelt.lowering.loop_context import LoweringContext
 from smelt.lowering.lower_data import pad_nest
-from smelt.lowering.pool_windows import finite_lowest, hollow, nonzero_count
 from smelt.lowering.scalar_ops import Arith
 
 
@@ -153,74 +152,28 @@ def _conv_register(
 # --- pools --------------------------------------------------------------------------
 
 
+def prepare_pool(
+    ctx: LoweringContext, op: graph.PoolOp, operand_buffer: Callable[[int], SSAValue]
+) -> list[SSAValue]:
+    """NCHW: the padded input where windows reach outside it (lower_pool_nchw)."""
+    _check_window_work(op)
+    if _is_nhwc(op):
+        return []
+    return lower_pool_nchw.prepare(ctx, _pool_window(op), operand_buffer)
+
+
 def emit_pool(io: KernelIO, op: graph.PoolOp) -> None:
-    """Per output position, reduce the window; positions outside the input are
-    skipped (index clamped, value masked with select). Average divides by the number
-    of positions inside the input, or inside input + pads with count_include_pad.
-    A window wholly in the padding gives what onnxruntime gives (pool_windows)."""
+    """Per output position, reduce the window: NHWC in lower_conv_nhwc.py, NCHW
+    (any spatial rank) in lower_pool_nchw.py."""
     _check_window_work(op)
     if _is_nhwc(op):
         return lower_conv_nhwc.emit_pool(io, op)
-    is_max = isinstance(op, graph.MaxPoolOp)
-    k = io.k
-    a = Arith(k, graph.element_type_of(op.input))
-    if not is_max and not a.is_float:
-        raise SmeltError(
-            f"{op.name} on {a.graph_type} is not supported: it needs floats"
-        )
-    in_sp, out_sp = graph.shape_of(op.input)[2:], graph.shape_of(op.result)[2:]
-    nsp = len(in_sp)
-    kernel = list(op.attr("kernel_shape"))
-    strides, pads, dilations = _window_attrs(op, nsp)
-    lows, highs = pads[:nsp], pads[nsp:]
-    include_pad = not is_max and bool(op.attr("count_include_pad", 0))
+    lower_pool_nchw.emit(io, op, _pool_window(op))
 
-    def reaches(d: int, limit: int) -> bool:
-        """Whether some window position in dim d falls outside [-lows[d], limit)."""
-        last = (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] - lows[d]
-        return last >= limit
 
-    guarded = [lows[d] > 0 or reaches(d, in_sp[d]) for d in range(nsp)]
-    counted = [reaches(d, in_sp[d] + highs[d]) for d in range(nsp)]
-    # The divisor is a constant unless some window is cut by the borders.
-    dynamic_count = not is_max and any(counted if include_pad else guarded)
-    # a window wholly in the padding (dilated): the lowest finite value, or 0 / 1
-    empty = hollow(in_sp, out_sp, kernel, strides, lows, dilations,
-                   highs if include_pad else None)  # fmt: skip
-    max_init = (finite_lowest(a) if empty else a.lowest()) if is_max else None
-
-    with k.nest(graph.shape_of(op.result)) as ivs:
-
-        def step(kivs: list[Index], accs: list[SSAValue]) -> list[SSAValue]:
-            index, inside, in_padded = [], [], []
-            for d in range(nsp):
-                i = k.affine(
-                    [(ivs[2 + d], strides[d]), (kivs[d], dilations[d])], -lows[d]
-                )
-                if include_pad and counted[d]:
-                    in_padded.append(k.in_range(i, -lows[d], in_sp[d] + highs[d]))
-                if guarded[d]:
-                    inside.append(k.in_range(i, 0, in_sp[d]))
-                    i = k.clamp(i, 0, in_sp[d] - 1)
-                index.append(i)
-            value = io.read(0, [ivs[0], ivs[1], *index])
-            valid = k.and_all(inside)
-            combined = a.max(accs[0], value) if is_max else a.add(accs[0], value)
-            new = [combined if valid is None else a.select(valid, combined, accs[0])]
-            if dynamic_count:
-                counts = k.and_all(in_padded) if include_pad else valid
-                new.append(a.add(accs[1], a.select(counts, a.one(), a.zero())))
-            return new
-
-        inits = [max_init if is_max else a.zero()] + (
-            [a.zero()] if dynamic_count else []
-        )
-        accs = k.reduce(kernel, inits, step)
-        result = accs[0]
-        if not is_max:
-            count = accs[1] if dynamic_count else a.const(pymath.prod(kernel))
-            result = a.div(result, nonzero_count(a, count) if empty else count)
-        io.write(0, result, ivs)
+def _pool_window(op: graph.PoolOp) -> lower_pool_nchw.PoolWindow:
+    nsp = len(graph.shape_of(op.input)) - 2
+    return lower_pool_nchw.PoolWindow.of(op, *_window_attrs(op, nsp))
 
 
 POOL_WORK_LIMIT = 1 << 32
@@ -247,6 +200,6 @@ def _check_window_work(op: graph.PoolOp) -> None:
 
 ANCHORS: dict[type[Operation], Anchor] = {
     graph.Conv2dOp: Anchor(emit_conv2d, prepare_conv2d),  # type: ignore[arg-type]
-    graph.MaxPoolOp: Anchor(emit_pool),
-    graph.AveragePoolOp: Anchor(emit_pool),
+    graph.MaxPoolOp: Anchor(emit_pool, prepare_pool),  # type: ignore[arg-type]
+    graph.AveragePoolOp: Anchor(emit_pool, prepare_pool),  # type: ignore[arg-type]
 }
