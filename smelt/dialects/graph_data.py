@@ -288,7 +288,7 @@ class ConstantOp(GraphOp):
     def drop_all_references(self) -> None:
         """Erasing the op (xDSL calls this) also drops its bytes: an erased op
         lives on in reference cycles until the next garbage collection, which a
-        compile makes rare (driver._fewer_collections), and a pass that replaces
+        compile makes rare (runner.fewer_collections), and a pass that replaces
         a weight would otherwise hold it twice until then."""
         super().drop_all_references()
         self.attributes.pop("value", None)
