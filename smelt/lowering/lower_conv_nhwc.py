@@ -27,6 +27,7 @@ from smelt.lowering.loop_builder import (
     tag_loops,
 )
 from smelt.lowering.loop_context import LoweringContext
+from smelt.lowering.lower_conv_dw import conv_depthwise_registers
 from smelt.lowering.lower_data import pad_nest
 from smelt.lowering.pool_windows import finite_lowest, hollow, nonzero_count
 from smelt.lowering.scalar_ops import Arith, memref_type
@@ -192,6 +193,8 @@ def emit_conv2d(io: KernelIO, op: graph.Conv2dOp) -> None:
     # 16-bit floats accumulate in an f32 register; others accumulate in the output.
     if a.type != a.storage or out is None:
         _conv_register(io, a, conv, x, w)
+    elif conv.depthwise and a.is_float:
+        conv_depthwise_registers(io, a, conv, x, w)
     elif conv.depthwise:
         _conv_depthwise(io, a, conv, x, w, out)
     else:
