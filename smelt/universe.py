@@ -161,6 +161,7 @@ SMELT_UNIVERSE = Universe(
         "loop-parallelize": _pass(
             "smelt.passes.loop_parallelize", "LoopParallelizePass"
         ),
+        "loop-flatten": _pass("smelt.passes.loop_flatten", "LoopFlattenPass"),
         "loop-tile": _pass("smelt.passes.loop_tile", "LoopTilePass"),
         "loop-interchange": _pass(
             "smelt.passes.loop_interchange", "LoopInterchangePass"

@@ -74,7 +74,7 @@ def cpu_loop_opt(**sizes: int) -> tuple[str, ...]:
     options = " ".join(f"{k}={v}" for k, v in sizes.items() if v)
     plan = f"loop-schedule-plan{{{options}}}" if options else "loop-schedule-plan"
     steps = tuple(f"loop-schedule-apply{{step={kind}}}" for kind in STEP_KINDS)
-    return (plan, *steps, "loop-vectorize", *POST_VECTORIZE)
+    return ("loop-flatten", plan, *steps, "loop-vectorize", *POST_VECTORIZE)
 
 
 CPU_LOOP_OPT = ",".join(cpu_loop_opt())
