@@ -74,13 +74,19 @@ def _number(word: str) -> int | float | bool:
 def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     feeds = {}
-    for spec in model.inputs:
-        if spec.dtype.kind == "f":
-            feeds[spec.name] = rng.standard_normal(spec.shape).astype(spec.dtype)
-        elif spec.dtype.kind == "b":
-            feeds[spec.name] = rng.integers(0, 2, spec.shape).astype(np.bool_)
+    opt = getattr(model, "opt_dims", {})  # a run-time dim (smelt run --dim): OPT
+    for name, spec_shape, dtype in (
+        (spec[0], spec[1], spec[2]) if isinstance(spec, tuple)
+        else (spec.name, spec.shape, spec.dtype)
+        for spec in model.inputs
+    ):  # fmt: skip
+        shape = tuple(opt.get(d, 1) if isinstance(d, str) else d for d in spec_shape)
+        if dtype.kind == "f":
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[name] = rng.integers(0, 2, shape).astype(np.bool_)
         else:
-            feeds[spec.name] = rng.integers(0, 10, spec.shape).astype(spec.dtype)
+            feeds[name] = rng.integers(0, 10, shape).astype(dtype)
     return feeds
 
 

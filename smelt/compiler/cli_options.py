@@ -137,6 +137,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("run options (an .onnx model or a FILE.smelt)")
     group.add_argument("--inputs", metavar="FILE.npz",
                        help=".npz file of inputs by name (default: random)")
+    group.add_argument("--dim", action="append", default=[], type=run_time_dim,
+                       metavar="NAME=MIN:MAX[:OPT]",
+                       help="compile once for a run-time leading dim (the inputs' "
+                       "ONNX dim_param NAME, e.g. batch=1:64:8): any value in "
+                       "[MIN, MAX] runs without a recompile, kernels tuned for "
+                       "blocks of OPT rows (default min(MAX, 8)); --inputs may "
+                       "then have any NAME in range (random inputs: OPT)")
     group.add_argument("-o", "--output", metavar="FILE.npz",
                        help="write the outputs to this .npz")
     group.add_argument("--check", action="store_true",
@@ -242,6 +249,23 @@ def level_and_pipeline(args: argparse.Namespace) -> tuple[str, str | None]:
     return getattr(args, "level", "O2"), pipeline
 
 
+def run_time_dim(text: str) -> tuple[str, int, int, int | None]:
+    """--dim NAME=MIN:MAX[:OPT] -> (NAME, MIN, MAX, OPT or None)."""
+    name, _, bounds = text.partition("=")
+    parts = bounds.split(":")
+    try:
+        numbers = [int(p) for p in parts]
+    except ValueError:
+        numbers = []
+    if not name or len(numbers) not in (2, 3) or not 1 <= numbers[0] <= numbers[1]:
+        raise argparse.ArgumentTypeError(
+            f"--dim {text!r}: expected NAME=MIN:MAX[:OPT] with 1 <= MIN <= MAX "
+            "(e.g. batch=1:64:8)"
+        )
+    opt = numbers[2] if len(numbers) == 3 else None
+    return name, numbers[0], numbers[1], opt
+
+
 def compile_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """smelt.compile's keyword arguments of the compile options in `args` (all but
     --input-shape, --constant and --random-weights, which say what is compiled)."""
@@ -257,6 +281,11 @@ def compile_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["check_model"] = not args.no_check_model
     if getattr(args, "no_tf32", False):
         kwargs["tf32"] = False
+    if getattr(args, "dim", None):  # smelt run --dim: the run-time dims path
+        kwargs["dims"] = {name: (lo, hi) for name, lo, hi, _ in args.dim}
+        kwargs["opt_dims"] = {
+            name: opt for name, _, _, opt in args.dim if opt is not None
+        }
     return kwargs
 
 

@@ -3,9 +3,9 @@
 An explicit opt-in beside `smelt.compile` (which stays static): the model's
 inputs must lead with one symbolic dim (the ONNX `dim_param`, e.g. "batch",
 bounded by `dims={"batch": (1, 64)}`), their other dims static, and every op
-must compute each batch row from that row alone (SUPPORTED below); anything
-else is refused naming the op. The model is lowered and scheduled by the usual
-pipeline for batch 1, then the batch becomes a run-time loop bound
+must compute each batch row from that row alone (the rule of
+`dynamic_rows.py`); anything else is refused naming the op. The model is
+lowered and scheduled by the usual pipeline for batch 1, then the batch becomes a run-time loop bound
 (`lowering/dynamic_batch.py`) and the LLVM code reads it from the call
 (`lowering/llvm/emit_dynamic.py`); the memory plan is the batch-1 plan scaled
 by the batch (arena = batch * arena(1)).
@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
 from smelt.compiler.driver import lower
+from smelt.compiler.dynamic_rows import check_row_local
 from smelt.compiler.options import CompileOptions
 from smelt.dialects import graph, locations
 from smelt.dialects.dtypes import to_numpy
@@ -42,12 +43,10 @@ from smelt.runtime.dynamic import DynamicModel
 DEFAULT_BLOCK = 8
 """Rows per block (`opt_dims` default): kernels get a body scheduled for this batch."""
 
-SUPPORTED = frozenset(
-    """constant add sub mul div relu sigmoid tanh exp neg abs sqrt matmul gemm
-    softmax""".split()
-)
-"""graph ops (after import) whose output row b reads only row b of inputs that
-carry the batch (the batch leads; constants broadcast)."""
+_IGNORED = frozenset({"base_dir", "progress", "check_model", "dims"})
+"""smelt.compile / `smelt run` keywords that change nothing here."""
+_DEFAULTS = {"threads": (1, None), "precision": ("f32", None), "dump": (None,)}
+"""Keywords taken at their default value only (the CLI passes them all)."""
 
 
 def _model_dims(model: Any) -> list[tuple[str, tuple[int | str, ...]]]:
@@ -67,39 +66,6 @@ def _model_dims(model: Any) -> list[tuple[str, tuple[int | str, ...]]]:
     return shapes
 
 
-def _check_row_local(op: Operation, dim: str) -> None:
-    """Refuses (naming the op) what may read other rows than its own."""
-    nodes = ", ".join(locations.names(op)) or "?"
-    where = f"{op.name} (ONNX node {nodes})"
-    short = op.name.removeprefix("graph.")
-    if short not in SUPPORTED:
-        raise UnsupportedModel(
-            f"{where} is not supported with a run-time '{dim}' yet; compile_dynamic "
-            f"supports {', '.join(sorted(SUPPORTED - {'constant'}))}"
-        )
-    if short == "constant":
-        return
-    for r in op.results:
-        t = r.type
-        shape = shape_of(r) if isinstance(t, TensorType) else ()
-        if (
-            not shape
-            or shape[0] != sym(dim)
-            or any(not isinstance(d, int) for d in shape[1:])
-        ):
-            raise UnsupportedModel(
-                f"{where} gives {t}: with a run-time '{dim}' every computed value "
-                f"must lead with '{dim}' and have static dims after it"
-            )
-    if short == "softmax":
-        rank = len(op.results[0].type.get_shape())
-        axis = op.axis.value.data  # type: ignore[attr-defined]
-        if axis % rank == 0:
-            raise UnsupportedModel(
-                f"{where} normalizes along the run-time '{dim}' axis: not supported"
-            )
-
-
 def compile_dynamic(
     model: Any,
     dims: dict[str, tuple[int, int]],
@@ -116,6 +82,13 @@ def compile_dynamic(
     `smelt.compile(model, dims=...)` comes here."""
     if target != "cpu":
         raise SmeltError(f"dims= (a run-time batch) is for the cpu target only, not {target}")
+    given = others.pop("input_shapes", None) or {}
+    if others.get("dump") is not None and others["dump"].quiet():
+        del others["dump"]  # the CLI's: nothing to show
+    others = {
+        k: v for k, v in others.items()
+        if k not in _IGNORED and v not in _DEFAULTS.get(k, (None, False, {}, [], 0))
+    }  # fmt: skip
     if others:
         raise SmeltError(
             f"compile options {', '.join(sorted(others))} are not supported with "
@@ -129,6 +102,12 @@ def compile_dynamic(
     if not 1 <= lo <= hi:
         raise SmeltError(f"dims['{dim}'] = ({lo}, {hi}): need 1 <= min <= max")
     inputs = _model_dims(model)
+    for name, shape in inputs:  # `smelt run --inputs`: the feeds' shapes, any batch
+        if name in given and list(given[name])[1:] != list(shape[1:]):
+            raise SmeltError(
+                f"input_shapes[{name!r}] = {list(given[name])} does not match the "
+                f"model's {list(shape)} after the run-time dim"
+            )
     for name, shape in inputs:
         if not shape or shape[0] != dim or any(isinstance(d, str) for d in shape[1:]):
             raise UnsupportedModel(
@@ -140,7 +119,7 @@ def compile_dynamic(
     symbolic = import_model(model, symbolic=True)
     for op in symbolic.walk():
         if isinstance(op, graph.GraphOp):
-            _check_row_local(op, dim)
+            check_row_local(op, dim)
     rows = (opt_dims or {}).get(dim, min(hi, DEFAULT_BLOCK))
     if not 1 <= rows <= hi:
         raise SmeltError(f"opt_dims['{dim}'] = {rows} is outside [1, {hi}]")
@@ -187,7 +166,7 @@ def compile_dynamic(
         "kernels": sum(1 for op in module.ops if "loop.kernel" in op.attributes),
         "llvm_ir": str(mod),
     }
-    return DynamicModel(
+    dynamic = DynamicModel(
         engine,
         engine.get_function_address(ENTRY),
         spec_of(lowered.input_names, lowered.io_types[:n_in]),
@@ -197,3 +176,5 @@ def compile_dynamic(
         tuple(plan.segments),
         info,
     )
+    dynamic.opt_dims = {dim: rows}
+    return dynamic

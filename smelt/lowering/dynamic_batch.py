@@ -82,9 +82,15 @@ def make_batch_dynamic(
             )
         carrying.add(arg)
     flags: dict[str, tuple[bool, ...]] = {}
+    root: dict[SSAValue, SSAValue] = {}  # a buffer without the batch: its alloc
+    users: dict[SSAValue, set[int]] = {}
     for op in main.body.block.ops:
         if isinstance(op, loop.AllocOp) and _carries(op.result.type):
             carrying.add(op.result)
+        elif isinstance(op, loop.AllocOp):
+            root[op.result] = op.result
+        elif isinstance(op, loop.ViewOp) and op.source in root:
+            root[op.result] = root[op.source]
         elif isinstance(op, loop.ViewOp) and op.source in carrying:
             if not _carries(op.result.type):
                 raise SmeltError(
@@ -95,11 +101,22 @@ def make_batch_dynamic(
         elif isinstance(op, func.CallOp):
             callee = op.callee.root_reference.data
             these = tuple(v in carrying for v in op.arguments)
+            for v in op.arguments:
+                if v in root:
+                    users.setdefault(root[v], set()).add(id(op))
             if flags.setdefault(callee, these) != these:
                 raise SmeltError(
                     f"@{callee} is called with buffers that carry '{dim}' at one "
                     "call and not at another: not supported with a run-time batch"
                 )
+    for buffer, calls in users.items():
+        if len(calls) > 1:  # written per row by one kernel, read by another
+            raise SmeltError(
+                f"a buffer of type {buffer.type} without the run-time '{dim}' first "
+                f"passes between {len(calls)} kernels at batch 1 (a layout that "
+                f"moves '{dim}' off the leading axis?): not supported with a "
+                f"run-time '{dim}'"
+            )
     batch = main.body.block.insert_arg(IndexType(), len(main.body.block.args))
     batch.name_hint = dim
     for value in carrying:

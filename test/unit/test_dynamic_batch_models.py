@@ -1,0 +1,248 @@
+"""Run-time batch (#34) on convolutional nets: light_squeezenet, light_resnet50
+(seeded random weights, batch made symbolic) and a small conv net with pools,
+BatchNorm, Concat, Flatten, Gemm; each compiled ONCE, then run at batch 1 / 3 / 8
+against onnxruntime with no compile between runs. Ops that mix batch rows are
+refused naming the op and why (the rule of smelt/compiler/dynamic_rows.py)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from smelt.errors import UnsupportedModel
+
+ort = pytest.importorskip("onnxruntime")
+
+import smelt.compiler.dynamic as dynamic  # noqa: E402
+from smelt.frontend.random_weights import random_weights  # noqa: E402
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light")
+BATCHES = (1, 3, 8)
+
+
+def _symbolic_batch(model: onnx.ModelProto) -> onnx.ModelProto:
+    weights = {t.name for t in model.graph.initializer}
+    for v in [*model.graph.input, *model.graph.output]:
+        if v.name not in weights and v.type.tensor_type.shape.dim:
+            v.type.tensor_type.shape.dim[0].dim_param = "batch"
+    return model
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Counts LLVM compiles (one per compile_dynamic) and graph lowerings."""
+    counts = {"llvm": 0, "lower": 0}
+    llvm, lower = dynamic._object, dynamic.lower
+
+    def counted_llvm(*args, **kw):
+        counts["llvm"] += 1
+        return llvm(*args, **kw)
+
+    def counted_lower(*args, **kw):
+        counts["lower"] += 1
+        return lower(*args, **kw)
+
+    monkeypatch.setattr(dynamic, "_object", counted_llvm)
+    monkeypatch.setattr(dynamic, "lower", counted_lower)
+    return counts
+
+
+def _run_all(model, compiled, compiles, make_feed, rtol=1e-4, atol=1e-5):
+    after_compile = dict(compiles)
+    assert after_compile["llvm"] == 1
+    session = ort.InferenceSession(model.SerializeToString())
+    rng = np.random.default_rng(11)
+    for batch in BATCHES:
+        feeds = make_feed(rng, batch)
+        got = compiled.run(feeds)
+        want = session.run(compiled.output_names, feeds)
+        for name, w in zip(compiled.output_names, want):
+            assert got[name].shape == w.shape, name
+            np.testing.assert_allclose(got[name], w, rtol=rtol, atol=atol, err_msg=name)
+    assert compiles == after_compile  # no run compiled anything
+
+
+def _image(name: str):
+    def feed(rng, batch):
+        return {name: rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
+
+    return feed
+
+
+@pytest.mark.parametrize(
+    "name, block", [("light_squeezenet", 8), ("light_squeezenet", 1), ("light_resnet50", 4)]
+)
+def test_light_model_one_compile(name, block, compiles):
+    model = random_weights(onnx.load(os.path.join(LIGHT, f"{name}.onnx")), seed=0)
+    for t in model.graph.initializer:  # resnet50's exporter baked batch 1 in a Reshape
+        if t.name == "OC2_DUMMY_1":
+            t.CopyFrom(numpy_helper.from_array(np.array([-1, 2048], np.int64), t.name))
+    model = _symbolic_batch(model)
+    compiled = dynamic.compile_dynamic(
+        model, {"batch": (1, 16)}, opt_dims={"batch": block}
+    )
+    assert compiles["lower"] == (1 if block == 1 else 2)
+    (image,) = compiled.input_names
+    # logits up to ~30: atol 1e-4 is 3e-6 of them
+    _run_all(model, compiled, compiles, _image(image), atol=1e-4)
+
+
+def _const(name, shape, rng, positive=False):
+    value = rng.standard_normal(shape).astype(np.float32)
+    if positive:
+        value = np.abs(value) + np.float32(0.5)
+    return numpy_helper.from_array(value, name)
+
+
+def _conv_net(rng) -> onnx.ModelProto:
+    """Conv/BN/Relu/MaxPool, two branches (1x1, 3x3) concatenated on channels,
+    a channel Slice, a Transpose keeping axis 0, AveragePool, Flatten, Gemm,
+    LayerNorm, Softmax; a second output reduces over H, W."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        n("BatchNormalization", ["c1", "s", "bb", "m", "v"], ["bn"]),
+        n("Relu", ["bn"], ["r1"]),
+        n("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        n("Conv", ["p1", "w2"], ["c2"]),
+        n("Conv", ["p1", "w3"], ["c3"], pads=[1, 1, 1, 1]),
+        n("Concat", ["c2", "c3"], ["cat"], axis=1),
+        n("Slice", ["cat", "st", "en", "ax"], ["sl"]),
+        n("Transpose", ["sl"], ["tr"], perm=[0, 1, 3, 2]),
+        n("AveragePool", ["tr"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("Flatten", ["ap"], ["fl"], axis=1),
+        n("Gemm", ["fl", "wg", "bg"], ["g"], transB=1),
+        n("LayerNormalization", ["g", "lns", "lnb"], ["ln"], axis=-1),
+        n("Softmax", ["ln"], ["y"], axis=1),
+        n("ReduceMean", ["cat"], ["z"], axes=[2, 3], keepdims=0),
+    ]
+    inits = [
+        _const("w1", [8, 3, 3, 3], rng), _const("b1", [8], rng),
+        _const("s", [8], rng, True), _const("bb", [8], rng), _const("m", [8], rng),
+        _const("v", [8], rng, True),
+        _const("w2", [6, 8, 1, 1], rng), _const("w3", [10, 8, 3, 3], rng),
+        numpy_helper.from_array(np.array([2], np.int64), "st"),
+        numpy_helper.from_array(np.array([14], np.int64), "en"),
+        numpy_helper.from_array(np.array([1], np.int64), "ax"),
+        _const("wg", [10, 12 * 4 * 4], rng), _const("bg", [10], rng),
+        _const("lns", [10], rng), _const("lnb", [10], rng),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "convnet",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 32, 32])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 16]),
+        ],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("level, block", [("O2", 1), ("O2", 4), ("O1", 4)])
+def test_small_conv_net_one_compile(level, block, compiles):
+    model = _conv_net(np.random.default_rng(2))
+    compiled = dynamic.compile_dynamic(
+        model, {"batch": (1, 8)}, level=level, opt_dims={"batch": block}
+    )
+    assert compiled.input_shapes == {"x": ("batch", 3, 32, 32)}
+
+    def feed(rng, batch):
+        return {"x": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+
+    _run_all(model, compiled, compiles, feed)
+
+
+def test_embedding_gather_over_a_constant_table():
+    """Gather axis 0 of a constant table by [batch, 4] indices is row-local: the
+    graph rule admits it; its index bounds check (loop.check) is refused by the
+    llvm dynamic path for now, by name."""
+    from smelt.compiler.dynamic_rows import check_row_local
+    from smelt.dialects import graph
+    from smelt.errors import SmeltError
+    from smelt.frontend.onnx import import_model
+
+    rng = np.random.default_rng(3)
+    graph_ = helper.make_graph(
+        [
+            helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+            helper.make_node("ReduceSum", ["e", "one"], ["y"], keepdims=0),
+        ],
+        "emb",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+        [_const("table", [50, 16], rng),
+         numpy_helper.from_array(np.array([1], np.int64), "one")],
+    )  # fmt: skip
+    model = helper.make_model(graph_, opset_imports=[helper.make_opsetid("", 17)])
+    ops = [
+        op for op in import_model(model, symbolic=True).walk()
+        if isinstance(op, graph.GraphOp)
+    ]  # fmt: skip
+    assert {op.name for op in ops} >= {"graph.gather", "graph.reduce_sum"}
+    for op in ops:
+        check_row_local(op, "batch")
+    with pytest.raises(SmeltError, match=r"@gather_0: run-time checks \(loop.check\)"):
+        dynamic.compile_dynamic(model, {"batch": (1, 8)}, opt_dims={"batch": 1})
+
+
+def _one_op(node, out_shape, inits=()):
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        list(inits),
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ints(name, values):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.mark.parametrize(
+    "node, out_shape, inits, match",
+    [
+        (helper.make_node("LogSoftmax", ["x"], ["y"], axis=-3), ["batch", 6, 8], (),
+         r"graph.log_softmax .*mixes rows .*axis=0 is the 'batch' axis"),
+        (helper.make_node("CumSum", ["x", "a0"], ["y"]), ["batch", 6, 8], (),
+         r"graph.cum_sum .*mixes rows .*axis=0"),
+        (helper.make_node("Slice", ["x", "st", "en", "a0", "step"], ["y"]),
+         ["batch", 6, 8], (), r"graph.slice .*mixes rows .*slices the 'batch' axis"),
+        (helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0, 2]),
+         [6, "batch", 8], (), r"graph.transpose .*must lead with 'batch'"),
+        (helper.make_node("ReduceMax", ["x"], ["y"], axes=[0], keepdims=1),
+         [1, 6, 8], (), r"graph.reduce_max .*must lead with 'batch'"),
+        (helper.make_node("Concat", ["x", "x"], ["y"], axis=0),
+         ["2batch", 6, 8], (), r"graph.concat .*must lead with 'batch'"),
+    ],
+)  # fmt: skip
+def test_ops_that_mix_rows_are_refused_by_name(node, out_shape, inits, match):
+    extra = [
+        _ints("a0", [0]), _ints("st", [-1]), _ints("en", [-(2**62)]),
+        _ints("step", [-1]),
+    ]  # fmt: skip
+    used = set(node.input)
+    model = _one_op(node, out_shape, [t for t in extra if t.name in used])
+    with pytest.raises(UnsupportedModel, match=match):
+        dynamic.compile_dynamic(model, {"batch": (1, 8)})
+
+
+def test_cli_run_dim(tmp_path, capsys):
+    """smelt run --dim batch=1:16:4 --inputs at batch 5 --check: the dynamic path."""
+    from smelt.compiler.cli import main
+
+    path = tmp_path / "convnet.onnx"
+    onnx.save(_conv_net(np.random.default_rng(2)), path)
+    x = np.random.default_rng(0).standard_normal((5, 3, 32, 32)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    rc = main(["run", str(path), "--dim", "batch=1:16:4", "--inputs",
+               str(tmp_path / "in.npz"), "--check", "-q"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0 and "check PASSED" in out and "y: float32[5, 10]" in out
+    with pytest.raises(SystemExit):
+        main(["run", str(path), "--dim", "batch=4:2"])
