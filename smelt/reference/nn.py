@@ -214,7 +214,7 @@ def _max_pool_with_indices(op: g.GraphOp, args: list[np.ndarray]) -> list[np.nda
     local = np.take_along_axis(np.broadcast_to(positions, hit.shape), first, -1)[..., 0]
     block = np.arange(n * c, dtype=np.int64).reshape(n, c, *[1] * len(spatial)) * cells
     indices = np.where(hit.any(axis=-1), local + block, np.int64(-1))
-    return [y, indices.astype(np.int64)]
+    return [_hollow_lowest(x, op, y), indices.astype(np.int64)]
 
 
 @kernel(g.AveragePoolOp)
