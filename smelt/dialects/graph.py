@@ -10,16 +10,169 @@ compute a shape by hand. Attributes are builtin attributes, readable with `attrs
 
 from xdsl.ir import Dialect
 
-from smelt.dialects import dtypes  # noqa: F401  (graph.dtypes is used by passes)
-from smelt.dialects.graph_base import *
-from smelt.dialects.graph_data import *
-from smelt.dialects.graph_elementwise import *
-from smelt.dialects.graph_fused import *
-from smelt.dialects.graph_index import *
-from smelt.dialects.graph_loop import *
-from smelt.dialects.graph_nn import *
-from smelt.dialects.graph_rnn import *
-from smelt.dialects.graph_scan import *
+from smelt.dialects import dtypes
+from smelt.dialects.graph_base import (
+    ELIDE_ELEMENTS_LIMIT,
+    DimsAttr,
+    FullConstantsPrinter,
+    GraphOp,
+    Shape,
+    broadcast_shapes,
+    element_type_of,
+    elides,
+    from_attr,
+    is_static,
+    normalize_axis,
+    parse_signature,
+    print_signature,
+    same_element_type,
+    shape_of,
+    shape_str,
+    tensor,
+    to_attr,
+)
+from smelt.dialects.graph_data import (
+    BitcastOp,
+    ConcatOp,
+    ConstantOp,
+    ExpandOp,
+    GatherOp,
+    PadOp,
+    ReshapeOp,
+    SliceOp,
+    SplitOp,
+    TransposeOp,
+    array_to_dense,
+    clamp_slice,
+    dense_to_array,
+    slice_size,
+)
+from smelt.dialects.graph_elementwise import (
+    AbsOp,
+    AcoshOp,
+    AcosOp,
+    AddOp,
+    AndOp,
+    AsinhOp,
+    AsinOp,
+    AtanhOp,
+    AtanOp,
+    BinaryOp,
+    CastOp,
+    CeilOp,
+    ClipOp,
+    CompareOp,
+    CoshOp,
+    CosOp,
+    DivOp,
+    DropoutOp,
+    EqualOp,
+    ErfOp,
+    ExpOp,
+    FloorOp,
+    GreaterEqualOp,
+    GreaterOp,
+    IdentityOp,
+    IsInfOp,
+    IsNanOp,
+    LeakyReluOp,
+    LessEqualOp,
+    LessOp,
+    LogOp,
+    MaxOp,
+    MinOp,
+    ModOp,
+    MulOp,
+    NegOp,
+    NotOp,
+    OrOp,
+    PowOp,
+    PredicateOp,
+    PreluOp,
+    ReciprocalOp,
+    ReluOp,
+    RoundOp,
+    ShiftLeftOp,
+    ShiftRightOp,
+    SigmoidOp,
+    SignOp,
+    SinhOp,
+    SinOp,
+    SqrtOp,
+    SubOp,
+    TanhOp,
+    TanOp,
+    UnaryOp,
+    WhereOp,
+    XorOp,
+)
+from smelt.dialects.graph_fused import (
+    FusedOp,
+    YieldOp,
+)
+from smelt.dialects.graph_index import (
+    SCATTER_REDUCTIONS,
+    GatherElementsOp,
+    GatherNDOp,
+    OneHotOp,
+    ReverseSequenceOp,
+    ScatterElementsOp,
+    ScatterNDOp,
+    TriluOp,
+    axis_index_message,
+    nd_index_message,
+    reverse_message,
+)
+from smelt.dialects.graph_loop import (
+    LoopOp,
+)
+from smelt.dialects.graph_nn import (
+    AveragePoolOp,
+    BatchNormOp,
+    Conv2dOp,
+    GemmOp,
+    GlobalAveragePoolOp,
+    HardmaxOp,
+    LayerNormOp,
+    LogSoftmaxOp,
+    LrnOp,
+    MatMulOp,
+    MaxPoolOp,
+    MaxPoolWithIndicesOp,
+    PoolOp,
+    ReduceMaxOp,
+    ReduceMeanOp,
+    ReduceMinOp,
+    ReduceOp,
+    ReduceProdOp,
+    ReduceSumOp,
+    SoftmaxOp,
+    channels_first,
+    channels_last,
+    pool_out,
+    reduced_axes,
+    window_out,
+    window_shape,
+)
+from smelt.dialects.graph_rnn import (
+    ACTIVATIONS,
+    DIRECTIONS,
+    GruScanOp,
+    LstmScanOp,
+    RecurrenceOp,
+    RnnScanOp,
+    directions,
+)
+from smelt.dialects.graph_scan import (
+    ArgMaxOp,
+    ArgMinOp,
+    ArgReduceOp,
+    CumProdOp,
+    CumSumOp,
+    CumulativeOp,
+    TopKOp,
+)
+from smelt.dialects.symbolic import Dim, SymbolicDimError
 
 Graph = Dialect(
     "graph",
@@ -126,3 +279,33 @@ Graph = Dialect(
     ],
     [DimsAttr],
 )
+
+# The graph dialect's face: passes, lowerings and tests use `graph.<name>`.
+__all__ = [
+    "ACTIVATIONS", "AbsOp", "AcosOp", "AcoshOp", "AddOp", "AndOp", "ArgMaxOp",
+    "ArgMinOp", "ArgReduceOp", "AsinOp", "AsinhOp", "AtanOp", "AtanhOp",
+    "AveragePoolOp", "BatchNormOp", "BinaryOp", "BitcastOp", "CastOp", "CeilOp",
+    "ClipOp", "CompareOp", "ConcatOp", "ConstantOp", "Conv2dOp", "CosOp", "CoshOp",
+    "CumProdOp", "CumSumOp", "CumulativeOp", "DIRECTIONS", "Dim", "DimsAttr",
+    "DivOp", "DropoutOp", "ELIDE_ELEMENTS_LIMIT", "EqualOp", "ErfOp", "ExpOp",
+    "ExpandOp", "FloorOp", "FullConstantsPrinter", "FusedOp", "GatherElementsOp",
+    "GatherNDOp", "GatherOp", "GemmOp", "GlobalAveragePoolOp", "Graph", "GraphOp",
+    "GreaterEqualOp", "GreaterOp", "GruScanOp", "HardmaxOp", "IdentityOp",
+    "IsInfOp", "IsNanOp", "LayerNormOp", "LeakyReluOp", "LessEqualOp", "LessOp",
+    "LogOp", "LogSoftmaxOp", "LoopOp", "LrnOp", "LstmScanOp", "MatMulOp", "MaxOp",
+    "MaxPoolOp", "MaxPoolWithIndicesOp", "MinOp", "ModOp", "MulOp", "NegOp",
+    "NotOp", "OneHotOp", "OrOp", "PadOp", "PoolOp", "PowOp", "PredicateOp",
+    "PreluOp", "ReciprocalOp", "RecurrenceOp", "ReduceMaxOp", "ReduceMeanOp",
+    "ReduceMinOp", "ReduceOp", "ReduceProdOp", "ReduceSumOp", "ReluOp", "ReshapeOp",
+    "ReverseSequenceOp", "RnnScanOp", "RoundOp", "SCATTER_REDUCTIONS",
+    "ScatterElementsOp", "ScatterNDOp", "Shape", "ShiftLeftOp", "ShiftRightOp",
+    "SigmoidOp", "SignOp", "SinOp", "SinhOp", "SliceOp", "SoftmaxOp", "SplitOp",
+    "SqrtOp", "SubOp", "SymbolicDimError", "TanOp", "TanhOp", "TopKOp",
+    "TransposeOp", "TriluOp", "UnaryOp", "WhereOp", "XorOp", "YieldOp",
+    "array_to_dense", "axis_index_message", "broadcast_shapes", "channels_first",
+    "channels_last", "clamp_slice", "dense_to_array", "directions", "dtypes",
+    "element_type_of", "elides", "from_attr", "is_static", "nd_index_message",
+    "normalize_axis", "parse_signature", "pool_out", "print_signature",
+    "reduced_axes", "reverse_message", "same_element_type", "shape_of", "shape_str",
+    "slice_size", "tensor", "to_attr", "window_out", "window_shape",
+]

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import math
+from typing import ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -33,7 +32,17 @@ from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes, weights
-from smelt.dialects.graph_base import *
+from smelt.dialects.graph_base import (
+    GraphOp,
+    broadcast_shapes,
+    elides,
+    normalize_axis,
+    same_element_type,
+    shape_of,
+    shape_str,
+    tensor,
+)
+from smelt.dialects.symbolic import Dim, DimLike
 
 # --- data movement -------------------------------------------------------------------
 

@@ -3,9 +3,8 @@ bitwise and logical ops, cast, clip, where)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import math
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     FloatAttr,
@@ -22,7 +21,13 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
-from smelt.dialects.graph_base import *
+from smelt.dialects.graph_base import (
+    GraphOp,
+    broadcast_shapes,
+    same_element_type,
+    shape_of,
+    tensor,
+)
 
 # --- elementwise -------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from smelt.dialects.graph_base import *
+from smelt.dialects.graph_base import parse_signature, print_signature
 
 # --- fusion ---------------------------------------------------------------------------
 

@@ -15,7 +15,14 @@ from xdsl.irdl import attr_def, irdl_op_definition, operand_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
-from smelt.dialects.graph_base import *
+from smelt.dialects.graph_base import (
+    GraphOp,
+    Shape,
+    normalize_axis,
+    same_element_type,
+    shape_of,
+    tensor,
+)
 
 SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
 

@@ -19,7 +19,7 @@ from xdsl.printer import Printer
 from xdsl.traits import IsolatedFromAbove, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from smelt.dialects.graph_base import *
+from smelt.dialects.graph_base import GraphOp, parse_signature, print_signature, tensor
 from smelt.dialects.graph_fused import YieldOp
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
@@ -24,7 +22,15 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from smelt.dialects import dtypes
-from smelt.dialects.graph_base import *
+from smelt.dialects.graph_base import (
+    GraphOp,
+    Shape,
+    broadcast_shapes,
+    normalize_axis,
+    same_element_type,
+    shape_of,
+    tensor,
+)
 from smelt.dialects.graph_elementwise import UnaryOp
 
 # --- reductions and normalizations -------------------------------------------------

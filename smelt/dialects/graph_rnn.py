@@ -23,7 +23,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from smelt.dialects.graph_base import *
+from smelt.dialects.graph_base import GraphOp, same_element_type, shape_of, tensor
 
 DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
 

@@ -9,7 +9,7 @@ from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
 from xdsl.irdl import attr_def, irdl_op_definition, operand_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from smelt.dialects.graph_base import *
+from smelt.dialects.graph_base import GraphOp, normalize_axis, shape_of, tensor
 
 
 class ArgReduceOp(GraphOp):
