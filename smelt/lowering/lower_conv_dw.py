@@ -11,9 +11,9 @@ same body, and one store per output vector:
       y[n, oh, ow, c] = epilogue(bias[c] + acc_0 + ... + acc_{CHAINS-1})
     }
 
-x is the zero-padded copy (prepare_conv2d), so no tap is guarded. The channel
-block CB keeps the KH input rows a block reads in L1 (wide layers: 512 channels
-of a 5x5 window read 5 rows of 18·512 floats, 184 KiB, from L2 otherwise).
+x is the zero-padded copy (prepare_conv2d), so no tap is guarded. Channel
+blocks CB where the weights outgrow L1 (512 channels of a 5x5 window: 51 KiB of
+weights and 5 input rows of 18·512 floats, 184 KiB, read from L2 otherwise).
 
 No register tile of several pixels along W: loop-vectorize refuses a loop that
 stores to one buffer at two addresses in one iteration ("a store may overlap
@@ -32,21 +32,25 @@ CHAINS = 4
 """Partial sums per pixel (taps round-robin): FMA chains of KH·KW / CHAINS steps
 instead of one chain of KH·KW dependent FMAs."""
 
-L1_ROWS_BYTES = 48 << 10
-"""What the KH input rows of one channel block may take (a 48 KiB L1d)."""
+L1_BYTES = 48 << 10
+"""The L1d a channel block's weights and KH input rows should fit."""
+
+WEIGHT_BYTES = 16 << 10
+"""Weights up to this size stay in L1 unblocked: no channel blocks (blocks of a
+64- or 128-channel 3x3 layer measured slower: each pixel's channels are then
+read in part, by cache line halves)."""
 
 
-def channel_block(channels: int, kh: int, padded_width: int, elem: int = 4) -> int:
-    """CB: the widest block of 32·2^k channels dividing `channels` whose KH rows
-    fit L1_ROWS_BYTES (32 at least: blocks of 16 measured slower on 32 channels of
-    112 columns); all channels when 32 does not divide them."""
-    if channels % 32:
+def channel_block(channels: int, kh: int, kw: int, padded_width: int,
+                  elem: int = 4) -> int:  # fmt: skip
+    """CB: all channels while the weights fit WEIGHT_BYTES (or 32 does not divide
+    the channels); else the widest block of 32·2^k channels dividing them whose
+    weights and KH padded input rows fit L1_BYTES (32 at least)."""
+    if kh * kw * channels * elem <= WEIGHT_BYTES or channels % 32:
         return channels
+    per_channel = (kh * padded_width + kh * kw) * elem
     block = 32
-    while (
-        channels % (block * 2) == 0
-        and kh * padded_width * block * 2 * elem <= L1_ROWS_BYTES
-    ):
+    while channels % (block * 2) == 0 and per_channel * block * 2 <= L1_BYTES:
         block *= 2
     return block
 
@@ -59,7 +63,7 @@ def conv_depthwise_registers(
     k = io.k
     channels = conv.groups
     (sh, sw), (dh, dw) = conv.strides, conv.dilations
-    cb = channel_block(channels, conv.kh, shape(x)[2])
+    cb = channel_block(channels, conv.kh, conv.kw, shape(x)[2])
     taps = [(i, j) for i in range(conv.kh) for j in range(conv.kw)]
     chains = min(CHAINS, len(taps))
     bounds = [conv.n, channels // cb, conv.oh, conv.ow, cb]
