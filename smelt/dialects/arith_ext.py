@@ -37,8 +37,6 @@ from xdsl.dialects.builtin import (
     i1,
 )
 from xdsl.ir import Attribute, Dialect, Operation
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -49,6 +47,8 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 

@@ -15,13 +15,11 @@ unrolling and vectorization are rewrites of one op. Buffers are contiguous row-m
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
-    i1,
     IndexType,
     IntAttr,
     IntegerType,
@@ -29,6 +27,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnitAttr,
     VectorType,
+    i1,
 )
 from xdsl.dialects.utils import parse_assignment, print_assignment
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue

@@ -18,8 +18,8 @@ plus its scale and zero point), a quantize of a constant folds to its integers.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import (
