@@ -1,7 +1,8 @@
 """Depthwise f32 convs (group = C_in) against onnxruntime at 1e-5 relative: the NHWC
 register form (lowering/lower_conv_dw.py: taps unrolled, partial sums, fused
 epilogue) at O2 on 1 and 2 threads, 3x3 / 5x5 / 7x7 windows, strides 1 and 2,
-symmetric and asymmetric pads, dilation, odd channel counts (a vector tail), a
+symmetric and asymmetric pads, dilation, odd channel counts (a vector tail),
+channel blocks (weights over 16 KiB), a
 channel multiplier of 2 (C_out = 2·C_in, the grouped path), with BatchNorm folded
 and HardSwish / Relu6 (Clip) / HardSigmoid epilogues, and a batch of 2."""
 
@@ -26,6 +27,8 @@ CASES = [
     (1, 20, 18, 18, 3, 1, (2, 2, 2, 2), 2, 1, "HardSwish"),  # dilation 2
     (1, 3, 9, 9, 3, 1, (0, 0, 0, 0), 1, 1, "none"),  # no pads, 3 channels
     (2, 19, 10, 10, 5, 1, (2, 2, 2, 2), 1, 1, "HardSwish"),  # batch 2
+    (1, 192, 14, 14, 5, 1, (2, 2, 2, 2), 1, 1, "HardSwish"),  # 3 blocks of 64
+    (1, 96, 9, 9, 7, 2, (3, 3, 3, 3), 1, 1, "Relu6"),  # 3 channel blocks of 32
     (1, 16, 12, 12, 3, 1, (1, 1, 1, 1), 1, 2, "HardSwish"),  # multiplier 2
     (1, 7, 11, 11, 3, 2, (1, 1, 1, 1), 1, 2, "Relu6"),  # multiplier 2, odd
 ]
