@@ -332,3 +332,29 @@ def memory_form(
         tile, extents, m, n, b, k_ivs, [lp.trip_count for lp in k_loops], x, y,
         acc_load.type, init_value, result, post, alias, final_store,
     )  # fmt: skip
+
+
+def _peel(v: SSAValue) -> SSAValue:
+    owner = v.owner
+    if isinstance(owner, arith.ExtFOp | arith.ExtSIOp) and isinstance(
+        owner.input.owner, memref.LoadOp
+    ):
+        return owner.input
+    return v
+
+
+def dot_types(c: Contraction) -> tuple[SSAValue, SSAValue, int, str | None] | None:
+    """(lhs, rhs, operand bits, input precision) for tl.dot, or None."""
+    x, y = _peel(c.lhs), _peel(c.rhs)
+    if isinstance(c.acc_type, IntegerType):
+        ok = all(
+            isinstance(v.type, IntegerType) and v.type.width.data == 8 for v in (x, y)
+        )
+        return (x, y, 8, None) if ok else None
+    if x.type == y.type and isinstance(x.type, AnyFloat) and x.type.bitwidth == 16:
+        return x, y, 16, None
+    if not all(
+        isinstance(v.type, AnyFloat) and v.type.bitwidth == 32 for v in (c.lhs, c.rhs)
+    ):
+        return None
+    return c.lhs, c.rhs, 32, "tf32"

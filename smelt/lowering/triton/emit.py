@@ -31,8 +31,7 @@ from smelt.dialects.arith_ext import XDSL_FORM
 from smelt.dialects.loop import ForOp, YieldOp
 from smelt.errors import SmeltError
 from smelt.lowering.triton import schedule as sched
-from smelt.lowering.triton.contraction import find_contraction
-from smelt.lowering.triton.emit_dot import dot_types, emit_dot
+from smelt.lowering.triton.emit_dot import emit_dot
 from smelt.lowering.triton.ops import OP_TEXT, constant, is_zero_constant, pointer_type
 from smelt.lowering.triton.prelude import (
     COMBINE,
@@ -47,10 +46,10 @@ from smelt.lowering.triton.structure import (
     BlockChain,
     Deps,
     Phase,
-    block_chain,
     is_statement,
     stored_buffers,
 )
+
 
 @dataclass(frozen=True)
 class TritonKernel:
@@ -58,7 +57,7 @@ class TritonKernel:
 
     name: str
     kernel: str  # the loop-level kernel it comes from
-    mode: str  # "elementwise", "rows", "dot" or "serial"
+    mode: sched.Mode
     source: str  # the function's text, decorator included
     params: tuple[str, ...]  # buffer parameters, in the loop kernel's arg order
     signature: tuple[str, ...]  # Triton pointer types of `params` (`*fp32`)
@@ -121,6 +120,12 @@ class PhaseEmitter:
         self.buffers = dict(zip(kernel.args, self.params))
         self.flat: tuple[tuple[SSAValue, ...], tuple[int, ...], str] | None = None
         self.delin: dict[str, tuple[str, int, tuple[int, ...], tuple[int, ...]]] = {}
+        self.prelude: list[str] = []  # constants, before the body
+        self.plan = sched.plan(phase, deps)
+        self.mode = self.plan.mode
+        self.block_chains: dict[ForOp, BlockChain] = self.plan.chains
+        lanes = self.mode in (sched.Mode.ELEMENTWISE, sched.Mode.ROWS)
+        self.lane_axes: frozenset[str] = frozenset({"L"}) if lanes else frozenset()
         check_sizes(kernel)
 
     # --- values ----------------------------------------------------------------------
@@ -242,7 +247,7 @@ class PhaseEmitter:
         mask = self.mask(self.axes(op.res))
         if mask is None:
             return f"tl.load({ptr})"
-        other = ", other=0" if self.ns != "T" or self.phase_mode == "dot" else ""
+        other = ", other=0" if self.ns != "T" or self.mode is sched.Mode.DOT else ""
         return f"tl.load({ptr}, mask={mask}{other})"
 
     def store(self, op: memref.StoreOp) -> None:
@@ -250,7 +255,7 @@ class PhaseEmitter:
         value = self.value(op.value)
         index_axes = union_axes(self, op.indices)
         axes = self.axes(op.value) | index_axes
-        if self.phase_mode == "dot":
+        if self.mode is sched.Mode.DOT:
             # epilogue values are whole tiles; a unit dim the index ignores (a
             # batch of one) is masked down to its one valid row or column
             ptr = f"tl.broadcast_to({ptr}, (BLOCK_M, BLOCK_N))"
@@ -366,19 +371,14 @@ class PhaseEmitter:
     # --- modes -----------------------------------------------------------------------
 
     def emit(self) -> TritonKernel:
-        self.prelude: list[str] = []
-        phase = self.phase
-        self.block_chains: dict[ForOp, BlockChain] = {}
-        self.phase_mode = "serial"
-        self.lane_axes: frozenset[str] = frozenset()
-        contraction = find_contraction(phase, self.deps)
-        if contraction is not None and dot_types(contraction) is not None:
-            schedule, grid = emit_dot(self, contraction)
-        elif phase.grid is not None and phase.grid.loops:
-            schedule, grid = self.emit_lanes()
-        else:
+        if self.mode is sched.Mode.DOT:
+            assert self.plan.contraction is not None
+            schedule, grid = emit_dot(self, self.plan.contraction)
+        elif self.mode is sched.Mode.SERIAL:
             schedule, grid = sched.serial(), 1
-            self.statements(phase.ops)
+            self.statements(self.phase.ops)
+        else:
+            schedule, grid = self.emit_lanes()
         params = ", ".join(
             self.params + [f"{k}: tl.constexpr" for k, _ in schedule.blocks]
         )
@@ -387,7 +387,7 @@ class PhaseEmitter:
         source = header + "\n" + "\n".join(body or ["    pass"]) + "\n"
         signature = tuple(pointer_type(a.type.element_type) for a in self.kernel.args)
         return TritonKernel(
-            self.name, self.kernel.sym_name.data, self.phase_mode, source,
+            self.name, self.kernel.sym_name.data, self.mode, source,
             tuple(self.params), signature, schedule, grid,
         )  # fmt: skip
 
@@ -395,31 +395,21 @@ class PhaseEmitter:
         grid = self.phase.grid
         assert grid is not None
         total = grid.total
-        chains = {}
-        for op in self.phase.body:
-            if isinstance(op, ForOp):
-                bc = block_chain(op, self.deps)
-                if bc is not None and sched.rows_wanted(bc.chain.total):
-                    chains[op] = bc
         w = self.w
         w.line("pid = tl.program_id(0)")
-        if chains:
-            self.phase_mode = "rows"
-            inner = max(bc.chain.total for bc in chains.values())
+        if self.mode is sched.Mode.ROWS:
+            inner = max(bc.chain.total for bc in self.block_chains.values())
             schedule = sched.rows(total, inner)
-            self.block_chains = chains
             w.line("offs = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
             self.lane_shape = "[BLOCK_M, 1]"
             block = schedule.block("BLOCK_M")
         else:
-            self.phase_mode = "elementwise"
             schedule = sched.elementwise(total)
             w.line("offs = pid * BLOCK + tl.arange(0, BLOCK)")
             self.lane_shape = "[BLOCK]"
             block = schedule.block("BLOCK")
         w.line(f"mask_l = offs < {total}")
         self.masks = {"L": "mask_l", "R": "mask_r"}
-        self.lane_axes = frozenset({"L"})
         for iv, name in zip(grid.ivs, self.delinearize("offs", grid.extents)):
             self.axes_of[iv] = frozenset({"L"})
             self.bind(iv, name)

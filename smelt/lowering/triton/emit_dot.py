@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import AnyFloat, IntegerType, ModuleOp, StringAttr
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from smelt.lowering.triton import schedule as sched
-from smelt.lowering.triton.contraction import Contraction
+from smelt.lowering.triton.contraction import Contraction, dot_types
 from smelt.lowering.triton.ops import dtype, is_zero_constant
 
 if TYPE_CHECKING:
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 
 def emit_dot(e: PhaseEmitter, c: Contraction) -> tuple[sched.Schedule, int]:
-    e.phase_mode = "dot"
     (lhs, rhs, bits, precision) = dot_types(c)  # type: ignore[misc]
     if precision == "tf32" and not tf32_allowed(e.kernel):
         precision = "ieee"
@@ -99,15 +98,6 @@ def _operand(e: PhaseEmitter, v: SSAValue, axes: frozenset[str]) -> str:
     return f"tl.where({e.mask(axes)}, {name}, 0)"
 
 
-def _peel(v: SSAValue) -> SSAValue:
-    owner = v.owner
-    if isinstance(owner, arith.ExtFOp | arith.ExtSIOp) and isinstance(
-        owner.input.owner, memref.LoadOp
-    ):
-        return owner.input
-    return v
-
-
 FP32_DOT_ATTR = "triton.fp32_dot"
 """On the module: "ieee" makes f32 contractions `tl.dot(..., input_precision="ieee")`
 (f32 products, as the reference computes them) instead of tf32, the default
@@ -119,20 +109,3 @@ def tf32_allowed(kernel: Operation) -> bool:
     module = kernel.get_toplevel_object()
     attr = module.attributes.get(FP32_DOT_ATTR) if isinstance(module, ModuleOp) else None
     return not (isinstance(attr, StringAttr) and attr.data == "ieee")
-
-
-def dot_types(c: Contraction):
-    """(lhs, rhs, operand bits, input precision) for tl.dot, or None."""
-    x, y = _peel(c.lhs), _peel(c.rhs)
-    if isinstance(c.acc_type, IntegerType):
-        ok = all(
-            isinstance(v.type, IntegerType) and v.type.width.data == 8 for v in (x, y)
-        )
-        return (x, y, 8, None) if ok else None
-    if x.type == y.type and isinstance(x.type, AnyFloat) and x.type.bitwidth == 16:
-        return x, y, 16, None
-    if not all(
-        isinstance(v.type, AnyFloat) and v.type.bitwidth == 32 for v in (c.lhs, c.rhs)
-    ):
-        return None
-    return c.lhs, c.rhs, 32, "tf32"

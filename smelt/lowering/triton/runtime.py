@@ -30,8 +30,8 @@ from smelt.dialects import dtypes
 from smelt.dialects.loop import AllocOp, ConstantOp, ViewOp
 from smelt.errors import SmeltError
 from smelt.lowering.triton.emit import TritonKernel
-from smelt.lowering.triton.source import module_kernels, module_source
 from smelt.lowering.triton.emit_dot import FP32_DOT_ATTR
+from smelt.lowering.triton.source import module_kernels, module_source
 
 _LOADED: dict[str, ModuleType] = {}
 

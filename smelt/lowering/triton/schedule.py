@@ -9,11 +9,55 @@ kernels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from xdsl.ir import SSAValue
+
+from smelt.dialects.loop import ForOp
+from smelt.lowering.triton.contraction import Contraction, dot_types, find_contraction
+from smelt.lowering.triton.structure import BlockChain, Deps, Phase, block_chain
 
 
 def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+class Mode(StrEnum):
+    """How a phase maps onto Triton programs."""
+
+    ELEMENTWISE = "elementwise"  # one lane per grid point, BLOCK lanes a program
+    ROWS = "rows"  # BLOCK_M grid points a program, inner chains in BLOCK_R blocks
+    DOT = "dot"  # a contraction as tl.dot tiles with a K loop
+    SERIAL = "serial"  # no grid loops: one program, one lane
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """The mode of one phase and what it was chosen for: the contraction (dot) or
+    the inner chains run as blocks (rows)."""
+
+    mode: Mode
+    contraction: Contraction | None = None
+    chains: dict[ForOp, BlockChain] = field(default_factory=dict)
+
+
+def plan(phase: Phase, deps: dict[SSAValue, Deps]) -> PhasePlan:
+    """The mode of a phase: a contraction with tl.dot operand types is a dot; grid
+    loops with inner chains long enough for blocks are rows, without them
+    elementwise; no grid loops is serial."""
+    contraction = find_contraction(phase, deps)
+    if contraction is not None and dot_types(contraction) is not None:
+        return PhasePlan(Mode.DOT, contraction)
+    if phase.grid is None or not phase.grid.loops:
+        return PhasePlan(Mode.SERIAL)
+    chains = {}
+    for op in phase.body:
+        if isinstance(op, ForOp):
+            bc = block_chain(op, deps)
+            if bc is not None and rows_wanted(bc.chain.total):
+                chains[op] = bc
+    return PhasePlan(Mode.ROWS, chains=chains) if chains else PhasePlan(Mode.ELEMENTWISE)
 
 
 @dataclass(frozen=True)
