@@ -17,6 +17,9 @@ argument of `@main` and of each kernel that needs it. Two ops use it:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from xdsl.dialects.builtin import IndexType, IntAttr, MemRefType, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.irdl import (
@@ -112,7 +115,9 @@ class ForDimOp(IRDLOperation):
 
 @irdl_op_definition
 class RowOp(IRDLOperation):
-    """Rows `%b ..` of a buffer with a dynamic leading dim, as a static buffer."""
+    """Rows `%b ..` of a buffer with a dynamic leading dim, as a static buffer:
+    k rows `memref<k x D..>`, or those rows with leading dims joined (loop-flatten
+    at batch k: `memref<?x1000x1x1>` -> `memref<8000>` for 8 rows)."""
 
     name = "loop.row"
     source = operand_def(MemRefType)
@@ -132,13 +137,24 @@ class RowOp(IRDLOperation):
         s, d = src.get_shape(), dst.get_shape()
         if (
             src.element_type != dst.element_type
-            or len(s) != len(d)
             or not s
+            or not d
             or s[0] != DYNAMIC
+            or DYNAMIC in s[1:]
             or DYNAMIC in d
-            or tuple(s[1:]) != tuple(d[1:])
+            or not joined_rows(s[1:], d)
         ):
             raise VerifyException(f"loop.row cannot take rows of {src} as {dst}")
+
+
+def joined_rows(row: Sequence[int], rows: Sequence[int]) -> bool:
+    """Whether `rows` is k rows of shape `row` ([k, *row]) with its leading dims
+    joined into one (row-major: the same bytes)."""
+    kept = len(rows) - 1
+    if kept > len(row):
+        return False
+    joined = math.prod(row[: len(row) - kept])
+    return tuple(rows[1:]) == tuple(row[len(row) - kept :]) and rows[0] % joined == 0
 
 
 def is_dynamic(t: object) -> bool:

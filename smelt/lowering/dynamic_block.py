@@ -14,11 +14,14 @@ why and changes nothing.
 
 from __future__ import annotations
 
+import math
+
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 
 from smelt.dialects import loop
+from smelt.dialects.loop_dynamic import joined_rows
 from smelt.dialects.program import is_main
 
 Blocked = dict[str, tuple[func.FuncOp, int, dict[int, SSAValue]]]
@@ -44,10 +47,12 @@ def _pair(a: SSAValue, b: SSAValue, rows: int) -> str | None:
     if (
         _constant(a) is None
         and _constant(b) is None
-        and sa and sb and sa[0] == 1 and sb[0] == rows and tuple(sa[1:]) == tuple(sb[1:])
+        and sa and sb and sa[0] == 1
+        and (sb[0] == rows and tuple(sa[1:]) == tuple(sb[1:])
+             or math.prod(sb) == rows * math.prod(sa) and joined_rows(sa[1:], sb))
         and ta.element_type == tb.element_type
     ):  # fmt: skip
-        return "rows"
+        return "rows"  # T rows, perhaps with their leading dims joined (loop-flatten)
     return None
 
 

@@ -10,6 +10,7 @@ batch-1 memory plan scaled: `dynamic_batch`'s text says why that is valid).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -38,10 +39,12 @@ from smelt.lowering.llvm.types import I8, I64, PTR, VOID, buffer_info, constant
 from smelt.lowering.memory_plan import MemoryPlan
 
 
-def _row_bytes(t: MemRefType) -> int:
-    """Bytes of one row (along the leading dim) of the static buffer type `t`."""
+def _row_bytes(t: MemRefType, source: MemRefType) -> int:
+    """Bytes of one row of `source` (memref<?x..>), `t` being k of its rows
+    (perhaps with leading dims joined: loop.row)."""
     info = buffer_info(t)
-    return info.nbytes // info.shape[0]
+    row = math.prod(source.get_shape()[1:])
+    return info.nbytes * row // math.prod(t.get_shape())
 
 
 def emit_for_dim(em: KernelEmitter, op: Operation) -> None:
@@ -62,7 +65,7 @@ def emit_for_dim(em: KernelEmitter, op: Operation) -> None:
 def emit_row(em: KernelEmitter, op: Operation) -> None:
     assert isinstance(op, RowOp)
     b = em.builder
-    offset = b.mul(em.get(op.index), constant(I64, _row_bytes(op.result.type)))
+    offset = b.mul(em.get(op.index), constant(I64, _row_bytes(op.result.type, op.source.type)))
     address = b.gep(em.get(op.source), [offset], inbounds=True, source_etype=I8)
     em.bind(op.result, address)
 

@@ -39,6 +39,22 @@ func.func @main(%x: memref<?x64xf32>, %y: memref<?x64xf32>, %batch: index) attri
   func.return
 }
 
+// k rows with their leading dims joined (loop-flatten of the batch-k kernel):
+// the same bytes, so a loop.row may give them so
+// CHECK-LABEL: func.func @joined(
+// CHECK:         loop.row %x[%b] : memref<?x4x2xf32> -> memref<24xf32>
+// CHECK:         loop.row %x[%b] : memref<?x4x2xf32> -> memref<12x2xf32>
+// CHECK:         loop.row %x[%b] : memref<?x4x2xf32> -> memref<3x4x2xf32>
+func.func @joined(%x: memref<?x4x2xf32>, %n: index) {
+  loop.for_dim %b = 0 to %n step 1 parallel {
+    %r1 = loop.row %x[%b] : memref<?x4x2xf32> -> memref<24xf32>
+    %r2 = loop.row %x[%b] : memref<?x4x2xf32> -> memref<12x2xf32>
+    %r3 = loop.row %x[%b] : memref<?x4x2xf32> -> memref<3x4x2xf32>
+    loop.yield
+  }
+  func.return
+}
+
 // ERROR-CASES
 
 %n = arith.constant 4 : index
@@ -57,3 +73,25 @@ loop.for_dim %b = 0 to %n step 1 parallel {
   loop.yield
 }
 // ERR: loop.row cannot take rows of memref<4x64xf32> as memref<1x64xf32>
+
+// -----
+
+func.func @f(%y: memref<?x4x2xf32>, %n: index) {
+  loop.for_dim %b = 0 to %n step 1 parallel {
+    %r = loop.row %y[%b] : memref<?x4x2xf32> -> memref<20xf32>
+    loop.yield
+  }
+  func.return
+}
+// ERR: loop.row cannot take rows of memref<?x4x2xf32> as memref<20xf32>
+
+// -----
+
+func.func @f(%y: memref<?x4x2xf32>, %n: index) {
+  loop.for_dim %b = 0 to %n step 1 parallel {
+    %r = loop.row %y[%b] : memref<?x4x2xf32> -> memref<2x8xf32>
+    loop.yield
+  }
+  func.return
+}
+// ERR: loop.row cannot take rows of memref<?x4x2xf32> as memref<2x8xf32>
