@@ -193,3 +193,43 @@ def test_two_inputs_two_outputs(level):
         np.testing.assert_allclose(got["z"], want[1], rtol=1e-5, atol=1e-6)
     with pytest.raises(InvalidInput, match="dim 'N' = 4, but another input gives it 3"):
         compiled.run({"x": feeds["x"][:3], "x2": np.ones((4, 48), np.float32)})
+
+
+_SHARED_SCRATCH = """
+func.func @a_0(%x: memref<1x64xf32>, %s: memref<64xf32>) attributes {loop.kernel} {
+  func.return
+}
+func.func @b_0(%s: memref<64xf32>, %y: memref<1x64xf32>) attributes {loop.kernel} {
+  func.return
+}
+func.func @main(%x: memref<1x64xf32>, %y: memref<1x64xf32>) {
+  %s = loop.alloc : memref<64xf32>
+  func.call @a_0(%x, %s) : (memref<1x64xf32>, memref<64xf32>) -> ()
+  func.call @b_0(%s, %y) : (memref<64xf32>, memref<1x64xf32>) -> ()
+  func.return
+}
+"""
+
+
+def test_a_buffer_without_the_batch_between_kernels_is_refused():
+    """At batch 1 a layout may put the batch off the leading axis ([64] here):
+    one kernel writing it per row and another reading it would see the last row
+    only, so make_batch_dynamic refuses it; kept inside one kernel (scratch) it
+    is fine."""
+    from xdsl.parser import Parser
+
+    from smelt.lowering.dynamic_batch import make_batch_dynamic
+    from smelt.universe import make_context
+
+    module = Parser(make_context(), _SHARED_SCRATCH).parse_module()
+    with pytest.raises(SmeltError, match=r"memref<64xf32> without the run-time "
+                       r"'batch' first passes between 2 kernels"):  # fmt: skip
+        make_batch_dynamic(module, "batch")
+    one_user = _SHARED_SCRATCH.replace(
+        "func.call @b_0(%s, %y)", "func.call @b_0(%s2, %y)"
+    ).replace(
+        "  %s = loop.alloc", "  %s2 = loop.alloc : memref<64xf32>\n  %s = loop.alloc"
+    )  # fmt: skip
+    module = Parser(make_context(), one_user).parse_module()
+    make_batch_dynamic(module, "batch")
+    module.verify()
