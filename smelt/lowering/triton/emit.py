@@ -110,11 +110,7 @@ class PhaseEmitter:
         self.w = _Writer()
         self.scopes: list[dict[tuple[str, SSAValue], str]] = [{}]
         self.axes_of: dict[SSAValue, frozenset[str]] = {}
-        self.alias: dict[SSAValue, SSAValue] = {}
-        self.masks: dict[str, str] = {}
-        self.ns = "T"
-        self.k_sources: frozenset[SSAValue] = frozenset()
-        self.lane_shape = ""  # shape of a per-lane value, "" when serial
+        self.ns = "T"  # "A" / "B" while a dot's operand tiles are emitted
         self.written = stored_buffers(phase.ops)
         self.params = unique_names(param_names(kernel))
         self.buffers = dict(zip(kernel.args, self.params))
@@ -126,6 +122,20 @@ class PhaseEmitter:
         self.block_chains: dict[ForOp, BlockChain] = self.plan.chains
         lanes = self.mode in (sched.Mode.ELEMENTWISE, sched.Mode.ROWS)
         self.lane_axes: frozenset[str] = frozenset({"L"}) if lanes else frozenset()
+        # shape of a per-lane value, "" when there are no lanes
+        self.lane_shape = {
+            sched.Mode.ELEMENTWISE: "[BLOCK]", sched.Mode.ROWS: "[BLOCK_M, 1]"
+        }.get(self.mode, "")  # fmt: skip
+        self.masks: dict[str, str] = (
+            {"L": "mask_l", "R": "mask_r"}
+            if lanes
+            else {"M": "mask_m", "N": "mask_n", "K": ""}
+        )
+        c = self.plan.contraction
+        # a dot's values stand for others (the accumulator for its memory cell) and
+        # depend on the K loop's ivs; those are named per operand tile ("A", "B")
+        self.alias: dict[SSAValue, SSAValue] = dict(c.alias) if c else {}
+        self.k_sources: frozenset[SSAValue] = frozenset(c.k_ivs) if c else frozenset()
         check_sizes(kernel)
 
     # --- values ----------------------------------------------------------------------
@@ -143,6 +153,31 @@ class PhaseEmitter:
 
     def bind(self, v: SSAValue, name: str, ns: str = "T") -> None:
         self.scopes[-1][(ns, v)] = name
+
+    def place(
+        self, v: SSAValue, axes: frozenset[str], name: str, ns: str = "T"
+    ) -> None:
+        """`v` is `name`, a block varying along `axes`."""
+        self.axes_of[v] = axes
+        self.bind(v, name, ns)
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """Names bound inside (a loop body's) are forgotten after it."""
+        self.scopes.append({})
+        try:
+            yield
+        finally:
+            self.scopes.pop()
+
+    @contextmanager
+    def namespace(self, ns: str) -> Iterator[None]:
+        """Values depending on a dot's K ivs are named per operand tile inside."""
+        outer, self.ns = self.ns, ns
+        try:
+            yield
+        finally:
+            self.ns = outer
 
     def lookup(self, v: SSAValue) -> str | None:
         key = (self.ns_for(v), v)
@@ -296,23 +331,18 @@ class PhaseEmitter:
             carried.append(self.w.assign(self.broadcast(self.value(init)), "acc"))
         iv = self.w.fresh("i")
         lb, ub, step = op.lb.data, op.ub.data, op.step.data
-        with self.w.indented(f"for {iv} in range({lb}, {ub}, {step}):"):
-            self.scopes.append({})
-            self.axes_of[op.iv] = frozenset()
-            self.bind(op.iv, iv)
+        with self.w.indented(f"for {iv} in range({lb}, {ub}, {step}):"), self.scope():
+            self.place(op.iv, frozenset(), iv)
             for arg, name in zip(op.body.block.args[1:], carried):
-                self.axes_of[arg] = lane_axes
-                self.bind(arg, name)
+                self.place(arg, lane_axes, name)
             self.statements(list(op.body.block.ops))
             last = op.body.block.last_op
             assert isinstance(last, YieldOp)
             new = [self.broadcast(self.value(v)) for v in last.values]
             for name, expr in zip(carried, new):
                 self.w.line(f"{name} = {expr}")
-            self.scopes.pop()
         for r, name in zip(op.res, carried):
-            self.axes_of[r] = lane_axes
-            self.bind(r, name)
+            self.place(r, lane_axes, name)
 
     def block_loop(self, bc: BlockChain) -> None:
         """A chain run in [BLOCK_M, BLOCK_R] blocks with block accumulators."""
@@ -324,29 +354,24 @@ class PhaseEmitter:
             ident = constant(IDENTITY[combiner], acc.type)
             accs.append(self.w.assign(f"tl.broadcast_to({ident}, {shape})", "acc"))
         r0 = self.w.fresh("r")
-        with self.w.indented(f"for {r0} in range(0, {total}, BLOCK_R):"):
-            self.scopes.append({})
+        with self.w.indented(f"for {r0} in range(0, {total}, BLOCK_R):"), self.scope():
             r = self.w.assign(f"{r0} + tl.arange(0, BLOCK_R)[None, :]", "r")
             self.w.line(f"mask_r = {r} < {total}")
             for iv, name in zip(chain.ivs, self.delinearize(r, chain.extents)):
-                self.axes_of[iv] = frozenset({"R"})
-                self.bind(iv, name)
+                self.place(iv, frozenset({"R"}), name)
             for acc, name in zip(chain.accs, accs):
-                self.axes_of[acc] = frozenset({"L", "R"})
-                self.bind(acc, name)
+                self.place(acc, frozenset({"L", "R"}), name)
             self.statements(chain.all_ops())
             full = self.mask(frozenset({"L", "R"}))
             new = [self.value(v) for v in chain.yielded]
             for name, expr in zip(accs, new):
                 self.w.line(f"{name} = tl.where({full}, {expr}, {name})")
-            self.scopes.pop()
         for res, init, name, combiner in zip(
             chain.results, chain.inits, accs, bc.combiners
         ):
             reduced = REDUCE[combiner].format(name) + "[:, None]"
             combined = COMBINE[combiner].format(self.value(init), reduced)
-            self.axes_of[res] = frozenset({"L"})
-            self.bind(res, self.w.assign(combined))
+            self.place(res, frozenset({"L"}), self.w.assign(combined))
 
     def delinearize(self, flat: str, extents: list[int]) -> list[str]:
         names = []
@@ -401,18 +426,14 @@ class PhaseEmitter:
             inner = max(bc.chain.total for bc in self.block_chains.values())
             schedule = sched.rows(total, inner)
             w.line("offs = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
-            self.lane_shape = "[BLOCK_M, 1]"
             block = schedule.block("BLOCK_M")
         else:
             schedule = sched.elementwise(total)
             w.line("offs = pid * BLOCK + tl.arange(0, BLOCK)")
-            self.lane_shape = "[BLOCK]"
             block = schedule.block("BLOCK")
         w.line(f"mask_l = offs < {total}")
-        self.masks = {"L": "mask_l", "R": "mask_r"}
         for iv, name in zip(grid.ivs, self.delinearize("offs", grid.extents)):
-            self.axes_of[iv] = frozenset({"L"})
-            self.bind(iv, name)
+            self.place(iv, frozenset({"L"}), name)
         self.flat = (tuple(grid.ivs), tuple(grid.extents), "offs")
         self.statements(self.phase.grid_level_ops() + self.phase.body)
         return schedule, -(-total // block)
@@ -423,5 +444,3 @@ def union_axes(e: PhaseEmitter, values) -> frozenset[str]:
     for v in values:
         out |= e.axes(v)
     return frozenset(out)
-
-

@@ -39,8 +39,6 @@ def emit_dot(e: PhaseEmitter, c: Contraction) -> tuple[sched.Schedule, int]:
     w.line("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]")
     w.line(f"mask_m = offs_m < {c.m_total}")
     w.line(f"mask_n = offs_n < {c.n_total}")
-    e.masks = {"M": "mask_m", "N": "mask_n", "K": ""}
-    e.alias = dict(c.alias)
     groups = (
         ("offs_m", c.m_dims, "M"),
         ("offs_n", c.n_dims, "N"),
@@ -49,37 +47,29 @@ def emit_dot(e: PhaseEmitter, c: Contraction) -> tuple[sched.Schedule, int]:
     for flat, dims, axis in groups:
         extents = [c.tile_extents[d] for d in dims]
         for d, name in zip(dims, e.delinearize(flat, extents)):
-            e.axes_of[c.tile_ivs[d]] = frozenset({axis} if axis else ())
-            e.bind(c.tile_ivs[d], name)
-    e.k_sources = frozenset(c.k_ivs)
+            e.place(c.tile_ivs[d], frozenset({axis} if axis else ()), name)
     acc_dt = dtype(c.acc_type)
     w.line(f"acc = tl.zeros([BLOCK_M, BLOCK_N], {acc_dt})")
-    with w.indented(f"for k0 in range(0, {c.k_total}, BLOCK_K):"):
-        e.scopes.append({})
+    with w.indented(f"for k0 in range(0, {c.k_total}, BLOCK_K):"), e.scope():
         for ns, shape in (("a", "[None, :]"), ("b", "[:, None]")):
             k = w.assign(f"k0 + tl.arange(0, BLOCK_K){shape}", "k")
             w.line(f"mask_k{ns} = {k} < {c.k_total}")
-            e.ns = ns.upper()
             for iv, name in zip(c.k_ivs, e.delinearize(k, c.k_extents)):
-                e.axes_of[iv] = frozenset({"K"})
-                e.bind(iv, name, e.ns)
-        e.ns = "A"
-        a = _operand(e, lhs, frozenset({"M", "K"}))
-        e.ns = "B"
-        b = _operand(e, rhs, frozenset({"K", "N"}))
-        e.ns = "T"
+                e.place(iv, frozenset({"K"}), name, ns.upper())
+        with e.namespace("A"):
+            a = _operand(e, lhs, frozenset({"M", "K"}))
+        with e.namespace("B"):
+            b = _operand(e, rhs, frozenset({"K", "N"}))
         a = f"tl.broadcast_to({a}, (BLOCK_M, BLOCK_K))"
         b = f"tl.broadcast_to({b}, (BLOCK_K, BLOCK_N))"
         extra = f', input_precision="{precision}"' if precision else ""
         if acc_dt == "tl.int32":  # Triton 3.6 checks acc against out_dtype (fp32)
             extra += ", out_dtype=tl.int32"
         w.line(f"acc = tl.dot({a}, {b}, acc{extra})")
-        e.scopes.pop()
     total = "acc"
     if c.init is not None and not is_zero_constant(c.init):
         total = w.assign(f"acc + {e.value(c.init)}", "acc")
-    e.axes_of[c.result] = frozenset({"M", "N"})
-    e.bind(c.result, total)
+    e.place(c.result, frozenset({"M", "N"}), total)
     e.statements(c.post)
     if c.final_store is not None:
         out, index = c.final_store
@@ -107,5 +97,7 @@ is allowed)."""
 
 def tf32_allowed(kernel: Operation) -> bool:
     module = kernel.get_toplevel_object()
-    attr = module.attributes.get(FP32_DOT_ATTR) if isinstance(module, ModuleOp) else None
+    attr = (
+        module.attributes.get(FP32_DOT_ATTR) if isinstance(module, ModuleOp) else None
+    )
     return not (isinstance(attr, StringAttr) and attr.data == "ieee")
