@@ -44,8 +44,11 @@ from smelt.passes import remarks
 
 
 def _dynamic(t: MemRefType) -> MemRefType:
+    """The rows of a buffer that carries the batch: `memref<1xD..>` (or, a view
+    that joined the unit batch into its dims, `memref<D..>`: loop-flatten) is one
+    row; at run time `memref<?xD..>`, a row the batch-1 buffer's bytes."""
     shape = list(t.get_shape())
-    return MemRefType(t.element_type, [DYNAMIC, *shape[1:]])
+    return MemRefType(t.element_type, [DYNAMIC, *(shape[1:] if shape[0] == 1 else shape)])
 
 
 def _carries(t: object) -> bool:
@@ -92,10 +95,12 @@ def make_batch_dynamic(
         elif isinstance(op, loop.ViewOp) and op.source in root:
             root[op.result] = root[op.source]
         elif isinstance(op, loop.ViewOp) and op.source in carrying:
-            if not _carries(op.result.type):
+            # a view is a reshape of the whole buffer: of one row at batch 1, so
+            # row b of the source is row b of the view at any batch
+            if not op.result.type.get_shape():
                 raise SmeltError(
                     f"a view of a buffer that carries '{dim}' as {op.result.type} "
-                    "drops the batch axis: not supported with a run-time batch"
+                    "(a scalar): not supported with a run-time batch"
                 )
             carrying.add(op.result)
         elif isinstance(op, func.CallOp):

@@ -36,6 +36,18 @@ def _constant(v: SSAValue) -> loop.ConstantOp | None:
     return owner if isinstance(owner, loop.ConstantOp) else None
 
 
+def _rows_of_batch(v: SSAValue) -> bool:
+    """Whether @main's `v` carries the batch as `make_batch_dynamic` sees it: an
+    argument, a `loop.alloc` of leading dim 1, or a view of one of those."""
+    while isinstance(owner := getattr(v, "op", None), loop.ViewOp):
+        v = owner.source
+    owner = getattr(v, "op", None)
+    if owner is None:  # a block argument: @main's inputs and outputs
+        return True
+    shape = v.type.get_shape() if isinstance(v.type, MemRefType) else ()
+    return isinstance(owner, loop.AllocOp) and bool(shape) and shape[0] == 1
+
+
 def _pair(a: SSAValue, b: SSAValue, rows: int) -> str | None:
     """"rows" where a / b carry the batch (1 / rows), "constant", else None."""
     ta, tb = a.type, b.type
@@ -44,12 +56,13 @@ def _pair(a: SSAValue, b: SSAValue, rows: int) -> str | None:
     if _constant(a) is not None and _constant(b) is not None:
         return "constant"
     sa, sb = ta.get_shape(), tb.get_shape()
+    row = tuple(sa[1:]) if sa and sa[0] == 1 else tuple(sa)
     if (
         _constant(a) is None
         and _constant(b) is None
-        and sa and sb and sa[0] == 1
-        and (sb[0] == rows and tuple(sa[1:]) == tuple(sb[1:])
-             or math.prod(sb) == rows * math.prod(sa) and joined_rows(sa[1:], sb))
+        and sa and sb and _rows_of_batch(a)
+        and math.prod(sb) == rows * math.prod(row)
+        and (tuple(sb) == (rows, *row) or joined_rows(row, sb))
         and ta.element_type == tb.element_type
     ):  # fmt: skip
         return "rows"  # T rows, perhaps with their leading dims joined (loop-flatten)

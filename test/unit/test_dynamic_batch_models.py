@@ -159,6 +159,55 @@ def test_small_conv_net_one_compile(level, block, compiles):
     _run_all(model, compiled, compiles, feed)
 
 
+def _depthwise_net(rng) -> onnx.ModelProto:
+    """A depthwise Conv, Split / Slice on channels, ReduceMax, Squeeze /
+    Unsqueeze, GlobalAveragePool, Reshape [0, -1]; a reflect Pad and a
+    ReduceSum over channels and width (loop-flatten joins the unit batch of
+    several of these buffers into their dims at batch 1)."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "dw"], ["c"], group=8, pads=[1, 1, 1, 1]),
+        n("Split", ["c", "sp"], ["h1", "h2"], axis=1),
+        n("Add", ["h1", "h2"], ["a"]),
+        n("Slice", ["a", "s0", "s3", "s1"], ["g"]),
+        n("ReduceMax", ["g"], ["r"], axes=[3], keepdims=1),
+        n("Squeeze", ["r", "sq"], ["q"]),
+        n("Unsqueeze", ["q", "sq"], ["u"]),
+        n("GlobalAveragePool", ["u"], ["gp"]),
+        n("Reshape", ["gp", "shp"], ["rs"]),
+        n("Sigmoid", ["rs"], ["y"]),
+        n("Pad", ["x", "pads"], ["pd"], mode="reflect"),
+        n("ReduceSum", ["pd", "rsx"], ["z"], keepdims=0),
+    ]
+    inits = [
+        _const("dw", [8, 1, 3, 3], rng), _ints("sp", [4, 4]), _ints("s0", [0]),
+        _ints("s3", [3]), _ints("s1", [1]), _ints("sq", [3]), _ints("shp", [0, -1]),
+        _ints("pads", [0, 0, 1, 1, 0, 0, 1, 1]), _ints("rsx", [1, 3]),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes, "depthwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 18])],
+        inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("level, block", [("O2", 4), ("O1", 1)])
+def test_depthwise_split_pad_net_one_compile(level, block, compiles):
+    model = _depthwise_net(np.random.default_rng(4))
+    compiled = dynamic.compile_dynamic(
+        model, {"batch": (1, 16)}, level=level, opt_dims={"batch": block}
+    )
+    assert not any("no blocks" in r for r in compiled.info["remarks"])
+
+    def feed(rng, batch):
+        return {"x": rng.standard_normal((batch, 8, 16, 16)).astype(np.float32)}
+
+    _run_all(model, compiled, compiles, feed)
+
+
 def test_embedding_gather_over_a_constant_table():
     """Gather axis 0 of a constant table by [batch, 4] indices is row-local: the
     graph rule admits it; its index bounds check (loop.check) is refused by the
