@@ -74,7 +74,7 @@ def cpu_loop_opt(**sizes: int) -> tuple[str, ...]:
     options = " ".join(f"{k}={v}" for k, v in sizes.items() if v)
     plan = f"loop-schedule-plan{{{options}}}" if options else "loop-schedule-plan"
     steps = tuple(f"loop-schedule-apply{{step={kind}}}" for kind in STEP_KINDS)
-    return ("loop-flatten", plan, *steps, "loop-vectorize", *POST_VECTORIZE)
+    return (plan, *steps, "loop-vectorize", *POST_VECTORIZE)
 
 
 CPU_LOOP_OPT = ",".join(cpu_loop_opt())
@@ -157,7 +157,8 @@ def preset(
     passes += [*graph, LOWER]
     if p.scheduled:
         blocks = BLOCKS_PER_THREAD * threads if threads > 1 else 0
-        passes += ["loop-dedup-kernels", *cpu_loop_opt(min_blocks=blocks)]
+        passes += ["loop-dedup-kernels", "loop-flatten"]
+        passes += cpu_loop_opt(min_blocks=blocks)
         if threads > 1:
             passes.append(f"loop-parallelize{{threads={threads}}}")
     if p.buffer_plan:
