@@ -97,6 +97,9 @@ class _Writer:
             self.depth -= 1
 
 
+Delin = tuple[str, int, tuple[int, ...], tuple[int, ...]]
+
+
 class PhaseEmitter:
     """Writes one phase of one kernel as a Triton function."""
 
@@ -115,7 +118,9 @@ class PhaseEmitter:
         self.params = unique_names(param_names(kernel))
         self.buffers = dict(zip(kernel.args, self.params))
         self.flat: tuple[tuple[SSAValue, ...], tuple[int, ...], str] | None = None
-        self.delin: dict[str, tuple[str, int, tuple[int, ...], tuple[int, ...]]] = {}
+        # (namespace, iv) -> (flat index, which component, strides, extents) of the
+        # delinearization that bound it
+        self.delin: dict[tuple[str, SSAValue], Delin] = {}
         self.prelude: list[str] = []  # constants, before the body
         self.plan = sched.plan(phase, deps)
         self.mode = self.plan.mode
@@ -179,6 +184,21 @@ class PhaseEmitter:
         finally:
             self.ns = outer
 
+    def bound_key(self, v: SSAValue) -> tuple[str, SSAValue] | None:
+        """The (namespace, value) whose binding `lookup(v)` finds."""
+        key = (self.ns_for(v), v)
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return key
+        if v in self.alias:
+            return self.bound_key(self.alias[v])
+        return None
+
+    def delin_of(self, v: SSAValue) -> Delin | None:
+        """Where `v` comes from when it is one component of a delinearized index."""
+        key = self.bound_key(v)
+        return None if key is None else self.delin.get(key)
+
     def lookup(self, v: SSAValue) -> str | None:
         key = (self.ns_for(v), v)
         for scope in reversed(self.scopes):
@@ -239,12 +259,15 @@ class PhaseEmitter:
         for p in range(len(shape) - 2, -1, -1):
             strides[p] = strides[p + 1] * shape[p + 1]
         names = [None if is_zero_constant(i) else self.value(i) for i in indices]
+        infos = [
+            None if n is None else self.delin_of(i) for n, i in zip(names, indices)
+        ]
         terms = []
         p = 0
         while p < len(names):
             name, run = names[p], 1
             base = name
-            info = self.delin.get(name) if name else None
+            info = infos[p]
             if info is not None:
                 # a suffix of one delinearization laid out like the buffer's dims
                 # folds back into the flat index: contiguous, so loads vectorize
@@ -255,8 +278,7 @@ class PhaseEmitter:
                     (run > 1 or comp == 0)
                     and last < len(names)
                     and all(
-                        self.delin.get(names[p + j])
-                        == (flat, comp + j, dstrides, dextents)
+                        infos[p + j] == (flat, comp + j, dstrides, dextents)
                         and strides[p + j] == strides[last] * dstrides[comp + j]
                         for j in range(run)
                     )
@@ -357,8 +379,7 @@ class PhaseEmitter:
         with self.w.indented(f"for {r0} in range(0, {total}, BLOCK_R):"), self.scope():
             r = self.w.assign(f"{r0} + tl.arange(0, BLOCK_R)[None, :]", "r")
             self.w.line(f"mask_r = {r} < {total}")
-            for iv, name in zip(chain.ivs, self.delinearize(r, chain.extents)):
-                self.place(iv, frozenset({"R"}), name)
+            self.delinearize(r, chain.ivs, chain.extents, frozenset({"R"}))
             for acc, name in zip(chain.accs, accs):
                 self.place(acc, frozenset({"L", "R"}), name)
             self.statements(chain.all_ops())
@@ -373,8 +394,16 @@ class PhaseEmitter:
             combined = COMBINE[combiner].format(self.value(init), reduced)
             self.place(res, frozenset({"L"}), self.w.assign(combined))
 
-    def delinearize(self, flat: str, extents: list[int]) -> list[str]:
-        names = []
+    def delinearize(
+        self,
+        flat: str,
+        ivs: list[SSAValue],
+        extents: list[int],
+        axes: frozenset[str],
+        ns: str = "T",
+    ) -> None:
+        """Binds `ivs` to the row-major components of the index `flat` over
+        `extents`, each a block along `axes`."""
         stride = 1
         strides = []
         for e in reversed(extents):
@@ -386,12 +415,11 @@ class PhaseEmitter:
             if i > 0:
                 expr = f"{expr} % {e}"
             if len(extents) == 1:
-                names.append(flat)
+                self.place(ivs[i], axes, flat, ns)
                 continue
             name = self.w.assign(expr, "i")
-            self.delin[name] = (flat, i, tuple(strides), tuple(extents))
-            names.append(name)
-        return names
+            self.delin[(ns, ivs[i])] = (flat, i, tuple(strides), tuple(extents))
+            self.place(ivs[i], axes, name, ns)
 
     # --- modes -----------------------------------------------------------------------
 
@@ -432,8 +460,7 @@ class PhaseEmitter:
             w.line("offs = pid * BLOCK + tl.arange(0, BLOCK)")
             block = schedule.block("BLOCK")
         w.line(f"mask_l = offs < {total}")
-        for iv, name in zip(grid.ivs, self.delinearize("offs", grid.extents)):
-            self.place(iv, frozenset({"L"}), name)
+        self.delinearize("offs", grid.ivs, grid.extents, frozenset({"L"}))
         self.flat = (tuple(grid.ivs), tuple(grid.extents), "offs")
         self.statements(self.phase.grid_level_ops() + self.phase.body)
         return schedule, -(-total // block)

@@ -46,16 +46,15 @@ def emit_dot(e: PhaseEmitter, c: Contraction) -> tuple[sched.Schedule, int]:
     )
     for flat, dims, axis in groups:
         extents = [c.tile_extents[d] for d in dims]
-        for d, name in zip(dims, e.delinearize(flat, extents)):
-            e.place(c.tile_ivs[d], frozenset({axis} if axis else ()), name)
+        ivs = [c.tile_ivs[d] for d in dims]
+        e.delinearize(flat, ivs, extents, frozenset({axis} if axis else ()))
     acc_dt = dtype(c.acc_type)
     w.line(f"acc = tl.zeros([BLOCK_M, BLOCK_N], {acc_dt})")
     with w.indented(f"for k0 in range(0, {c.k_total}, BLOCK_K):"), e.scope():
         for ns, shape in (("a", "[None, :]"), ("b", "[:, None]")):
             k = w.assign(f"k0 + tl.arange(0, BLOCK_K){shape}", "k")
             w.line(f"mask_k{ns} = {k} < {c.k_total}")
-            for iv, name in zip(c.k_ivs, e.delinearize(k, c.k_extents)):
-                e.place(iv, frozenset({"K"}), name, ns.upper())
+            e.delinearize(k, c.k_ivs, c.k_extents, frozenset({"K"}), ns.upper())
         with e.namespace("A"):
             a = _operand(e, lhs, frozenset({"M", "K"}))
         with e.namespace("B"):
