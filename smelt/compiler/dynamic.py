@@ -175,6 +175,7 @@ def compile_dynamic(
         plan.arena_bytes,
         tuple(plan.segments),
         info,
+        lowered.check_messages,
     )
     dynamic.opt_dims = {dim: rows}
     return dynamic

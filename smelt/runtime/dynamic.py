@@ -30,6 +30,7 @@ class DynamicModel:
         arena_bytes: int,
         segments: tuple[np.ndarray, ...],
         info: dict[str, Any] | None = None,
+        check_messages: tuple[str, ...] = (),
     ):
         self._engine = engine  # owns the code
         self._entry = ctypes.CFUNCTYPE(
@@ -45,6 +46,13 @@ class DynamicModel:
         self._arena = aligned_empty(64)
         self._lock = threading.Lock()
         self.info = info or {}
+        self.check_messages = check_messages
+        """The message of each `loop.check` (a Gather's index range, ...): the
+        code's status global holds the failed one's position + 1."""
+        self._status: ctypes.c_int32 | None = None
+        if check_messages:
+            address = engine.get_global_value_address("smelt_status")
+            self._status = ctypes.c_int32.from_address(address)
 
     @property
     def input_names(self) -> list[str]:
@@ -126,6 +134,9 @@ class DynamicModel:
                 ctypes.addressof(self._segments),
                 None,
             )
+            if self._status is not None and self._status.value:
+                code, self._status.value = self._status.value, 0
+                raise InvalidInput(self.check_messages[code - 1])
         return dict(zip(self.output_names, outs))
 
     def __call__(self, **feeds: Any) -> dict[str, np.ndarray]:

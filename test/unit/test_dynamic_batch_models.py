@@ -208,14 +208,12 @@ def test_depthwise_split_pad_net_one_compile(level, block, compiles):
     _run_all(model, compiled, compiles, feed)
 
 
-def test_embedding_gather_over_a_constant_table():
-    """Gather axis 0 of a constant table by [batch, 4] indices is row-local: the
-    graph rule admits it; its index bounds check (loop.check) is refused by the
-    llvm dynamic path for now, by name."""
-    from smelt.compiler.dynamic_rows import check_row_local
-    from smelt.dialects import graph
-    from smelt.errors import SmeltError
-    from smelt.frontend.onnx import import_model
+@pytest.mark.parametrize("block", [1, 4])
+def test_embedding_gather_over_a_constant_table(block, compiles):
+    """Gather axis 0 of a constant table by [batch, 4] indices is row-local (the
+    rule admits it: its axis is the table's); its index range check (loop.check)
+    runs per row and an index out of range is refused by name."""
+    from smelt.errors import InvalidInput
 
     rng = np.random.default_rng(3)
     graph_ = helper.make_graph(
@@ -230,15 +228,23 @@ def test_embedding_gather_over_a_constant_table():
          numpy_helper.from_array(np.array([1], np.int64), "one")],
     )  # fmt: skip
     model = helper.make_model(graph_, opset_imports=[helper.make_opsetid("", 17)])
-    ops = [
-        op for op in import_model(model, symbolic=True).walk()
-        if isinstance(op, graph.GraphOp)
-    ]  # fmt: skip
-    assert {op.name for op in ops} >= {"graph.gather", "graph.reduce_sum"}
-    for op in ops:
-        check_row_local(op, "batch")
-    with pytest.raises(SmeltError, match=r"@gather_0: run-time checks \(loop.check\)"):
-        dynamic.compile_dynamic(model, {"batch": (1, 8)}, opt_dims={"batch": 1})
+    compiled = dynamic.compile_dynamic(
+        model, {"batch": (1, 16)}, opt_dims={"batch": block}
+    )
+
+    def feed(rng, batch):
+        return {"ids": rng.integers(-50, 50, (batch, 4)).astype(np.int64)}
+
+    _run_all(model, compiled, compiles, feed)
+    bad = np.zeros((11, 4), np.int64)
+    bad[9, 2] = 50  # a row in the remainder loop (blocks of 4: rows 8..10)
+    with pytest.raises(InvalidInput, match=r"Gather#0.*out of range \[-50, 50\)"):
+        compiled.run({"ids": bad})
+    bad[9, 2], bad[1, 0] = 0, -51  # a row in a block of 4
+    with pytest.raises(InvalidInput, match=r"Gather#0.*out of range"):
+        compiled.run({"ids": bad})
+    bad[1, 0] = 0
+    assert compiled.run({"ids": bad})["y"].shape == (11, 16)  # status reset
 
 
 def _one_op(node, out_shape, inits=()):

@@ -18,7 +18,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from smelt.dialects.loop import AllocOp, ConstantOp, ViewOp, is_kernel
+from smelt.dialects.loop import AllocOp, CheckOp, ConstantOp, ViewOp, is_kernel
 from smelt.dialects.loop_dynamic import ForDimOp, RowOp, is_dynamic
 from smelt.dialects.program import (
     INPUT_NAMES_ATTR,
@@ -34,8 +34,8 @@ from smelt.lowering.llvm.emit_kernel import (
     kernel_function_name,
     uses_threads,
 )
-from smelt.lowering.llvm.program import ENTRY
-from smelt.lowering.llvm.types import I8, I64, PTR, VOID, buffer_info, constant
+from smelt.lowering.llvm.program import ENTRY, STATUS_GLOBAL
+from smelt.lowering.llvm.types import I8, I32, I64, PTR, VOID, buffer_info, constant
 from smelt.lowering.memory_plan import MemoryPlan
 
 
@@ -102,6 +102,9 @@ class DynamicLowered:
     output_names: list[str]
     io_types: list[MemRefType]
     dims: list[str]
+    check_messages: tuple[str, ...] = ()
+    """The message of each `loop.check`: a failed one stores its position + 1 in
+    `STATUS_GLOBAL` (as the static program's)."""
 
 
 def lower_dynamic_module(
@@ -115,16 +118,18 @@ def lower_dynamic_module(
     ir_module.triple = llvm.get_process_triple()
     functions: dict[str, tuple[ir.Function, func.FuncOp]] = {}
     main = None
+    codes: dict[CheckOp, int] = {}  # numbered as the kernels are emitted
     for op in module.ops:
         if isinstance(op, func.FuncOp) and is_kernel(op):
-            if any(o.name == "loop.check" for o in op.walk()):
-                raise SmeltError(
-                    f"kernel @{op.sym_name.data}: run-time checks (loop.check) are "
-                    "not supported with run-time dims yet"
-                )
+            for check in op.walk():
+                if isinstance(check, CheckOp):
+                    if not codes:
+                        status = ir.GlobalVariable(ir_module, I32, STATUS_GLOBAL)
+                        status.initializer = ir.Constant(I32, 0)
+                    codes[check] = len(codes) + 1
             fn = _declare(ir_module, op)
             functions[op.sym_name.data] = (fn, op)
-            KernelEmitter(fn, op, DYNAMIC_EMITTERS, options).emit()
+            KernelEmitter(fn, op, DYNAMIC_EMITTERS, options, checks=codes).emit()
         elif is_main(op):
             main = op
     if main is None:
@@ -138,6 +143,7 @@ def lower_dynamic_module(
         io_names(main, OUTPUT_NAMES_ATTR) or [],
         [a.type for a in args[:n_io]],  # type: ignore[misc]
         dims,
+        tuple(op.message.data for op in codes),
     )
 
 
