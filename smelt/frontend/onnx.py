@@ -52,12 +52,13 @@ from smelt.frontend.onnx_values import (  # the handlers import these from here 
     Unsupported,
     Value,
     element_type,
-    element_type_of,
+    element_type_of,  # noqa: F401
     numpy_type_of,
-    shape_of,
+    shape_of,  # noqa: F401
 )
 from smelt.reference import executor as reference
 from smelt.targets.memory import describe_limit, gib, resolve_limit
+
 
 def import_model(
     model: ModelLike,

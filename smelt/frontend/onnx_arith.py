@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from xdsl.ir import SSAValue
 
-from smelt.dialects import graph as g
 from smelt.dialects import dtypes
+from smelt.dialects import graph as g
 from smelt.frontend.onnx import Const, NodeContext, Value, numpy_type_of
 
 Operand = Value | float | int | np.ndarray

@@ -21,10 +21,9 @@ and placed at the offset times the dilation (a slice and a pad).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 

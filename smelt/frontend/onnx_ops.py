@@ -19,7 +19,6 @@ from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.dialects.weights import ALIGNED_BYTES, held
 from smelt.errors import SmeltError
-from smelt.registry import Table
 from smelt.frontend import onnx_dims
 from smelt.frontend.onnx import (
     Const,
@@ -32,6 +31,7 @@ from smelt.frontend.onnx import (
     shape_of,
     tensor_array,
 )
+from smelt.registry import Table
 
 Handler = Callable[[NodeContext], list[Value]]
 HANDLERS = Table()  # this module's handlers; `frontend/handlers.py` lists them all
