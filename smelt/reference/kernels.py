@@ -3,8 +3,8 @@ own `KERNELS` table; an op class with two kernels is an error at import)."""
 
 from __future__ import annotations
 
-from smelt.registry import merge
 from smelt.reference import executor, index, loop, nn, quant, rnn, scan
+from smelt.registry import merge
 
 ALL_KERNELS = merge(
     executor.KERNELS,  # elementwise, data movement, reductions, softmax

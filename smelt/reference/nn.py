@@ -21,8 +21,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from smelt.dialects import dtypes
 from smelt.dialects import graph as g
-from smelt.registry import Table
 from smelt.reference.executor import lowest, result_shape
+from smelt.registry import Table
 
 KERNELS = Table()  # listed in reference/kernels.py
 kernel = KERNELS.register
