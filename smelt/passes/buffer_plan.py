@@ -16,7 +16,6 @@ from smelt.dialects.weights import ALIGN
 from smelt.errors import SmeltError
 
 
-
 def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 

@@ -13,7 +13,6 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from smelt.dialects import dtypes, loop
 
 
-
 @dataclass(frozen=True)
 class Affine:
     """`const + Σ coeff·symbol` over index values; symbols are SSA values whose

@@ -20,7 +20,6 @@ from xdsl.ir import Block, Operation, SSAValue
 from smelt.dialects import loop
 from smelt.dialects.loop import PATTERN_ATTR, ROLE_ATTR, loops_under
 
-
 INDEX_OPS = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.ConstantOp, arith.DivUIOp)
 """Pure index arithmetic that may move between the loops of a band (a division
 only by a positive constant, so that moving it cannot trap)."""

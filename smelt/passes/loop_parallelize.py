@@ -15,7 +15,6 @@ from smelt.dialects.loop import THREADS_ATTR
 from smelt.passes.loop_analysis import work
 
 
-
 def _index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, IndexType()))
 

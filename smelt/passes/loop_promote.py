@@ -14,7 +14,6 @@ from smelt.dialects import dtypes, loop
 from smelt.passes import loop_nest
 from smelt.passes.vector_ops import zeros
 
-
 MEMORY_OPS = (
     memref.LoadOp,
     memref.StoreOp,
