@@ -126,7 +126,7 @@ def lower_scatter_nd(ctx: LoweringContext, op: graph.ScatterNDOp) -> None:
     k = ctx.op_kernel(op)
     (src, indices, updates), (dst,) = k.inputs, k.outputs
     data_shape, reduction = shape(src), op.attr("reduction")
-    q, depth = len(shape(indices)) - 1, shape(indices)[-1]
+    depth = shape(indices)[-1]
     for j in range(depth):
         _nonempty(op, data_shape[j], j, shape(updates))
     arith_ = Arith(k, graph.element_type_of(op.input))

@@ -15,8 +15,8 @@ from xdsl.ir import SSAValue
 
 from smelt.dialects import dtypes, locations, program
 from smelt.dialects.loop import AllocOp, ConstantOp
-from smelt.errors import ResourceLimit, SmeltError
 from smelt.dialects.weights import ALIGN, WeightBytes, aligned_empty
+from smelt.errors import ResourceLimit, SmeltError
 from smelt.targets.memory import describe_limit, gib, machine_memory, resolve_limit
 
 __all__ = ["MemoryPlan", "check_memory", "machine_memory", "plan_memory"]

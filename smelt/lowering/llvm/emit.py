@@ -38,7 +38,12 @@ from smelt.dialects.loop import (
     ViewOp,
     is_kernel,
 )
-from smelt.dialects.program import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, io_names, is_main
+from smelt.dialects.program import (
+    INPUT_NAMES_ATTR,
+    OUTPUT_NAMES_ATTR,
+    io_names,
+    is_main,
+)
 from smelt.dialects.target import cpu_target
 from smelt.errors import SmeltError
 from smelt.lowering.llvm import emit_bf16_gemm, int8_gemm
@@ -52,7 +57,6 @@ from smelt.lowering.llvm.emit_math import MATH_EMITTERS
 from smelt.lowering.llvm.emit_memory import MEMORY_EMITTERS
 from smelt.lowering.llvm.emit_ops import ARITH_EMITTERS
 from smelt.lowering.llvm.emit_vector import VECTOR_EMITTERS
-from smelt.lowering.memory_plan import MemoryPlan, plan_memory
 from smelt.lowering.llvm.program import (
     ENTRY,
     NEEDS_GLOBAL,
@@ -73,6 +77,7 @@ from smelt.lowering.llvm.types import (
     constant,
     op_name,
 )
+from smelt.lowering.memory_plan import MemoryPlan, plan_memory
 from smelt.targets.cpu_spec import CpuSpec, host
 
 CALLEES: dict[str, OpEmitter] = {

@@ -376,7 +376,6 @@ class KernelEmitter:
             raise SmeltError(
                 f"{len(indices)} indices for a buffer of rank {len(info.shape)}"
             )
-        b = self.builder
         offset: ir.Value | None = None
         fixed = 0
         for index, stride in zip(indices, info.strides):

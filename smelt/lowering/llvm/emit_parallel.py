@@ -24,9 +24,9 @@ from xdsl.dialects import arith
 from xdsl.ir import Operation, SSAValue
 
 from smelt.dialects.loop import ForOp
+from smelt.lowering.llvm.emit_vector import fence_streams
 from smelt.lowering.llvm.threads import TASK
 from smelt.lowering.llvm.threads_lifecycle import define_pool
-from smelt.lowering.llvm.emit_vector import fence_streams
 from smelt.lowering.llvm.types import I64, VOID, constant
 
 if TYPE_CHECKING:

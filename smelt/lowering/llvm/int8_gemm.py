@@ -44,6 +44,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 from xdsl.ir import Operation
 
+from smelt.dialects.quant_epilogue import result_storage
 from smelt.dialects.quant_gemm import (
     CALLEE,
     PARAMS_ATTR,
@@ -52,7 +53,6 @@ from smelt.dialects.quant_gemm import (
     is_program,
     padded,
 )
-from smelt.dialects.quant_epilogue import result_storage
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.int8_epilogue import emit_program
 

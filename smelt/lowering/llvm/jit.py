@@ -17,9 +17,9 @@ from smelt.errors import SmeltError
 from smelt.lowering.llvm import libm, threads
 from smelt.lowering.llvm.emit import Deferred, LoweredModule, lower_module
 from smelt.lowering.llvm.emit_kernel import EmitOptions
+from smelt.lowering.llvm.object_code import load_objects
 from smelt.lowering.llvm.program import ENTRY, NativeProgram, tick_seconds
 from smelt.lowering.llvm.split import PartStream
-from smelt.lowering.llvm.object_code import load_objects
 from smelt.lowering.llvm.types import buffer_info
 from smelt.targets.cpu_spec import CpuSpec, host
 
