@@ -38,7 +38,7 @@ from smelt.compiler.cli_options import (
     progress_quiet,
 )
 from smelt.compiler.cli_output import (  # test_cli imports one of them from here
-    check_against_onnxruntime,
+    check_against_onnxruntime,  # noqa: F401
     check_outputs,
     print_profile,
     run_and_show,

@@ -17,7 +17,6 @@ from smelt.dialects.graph_base import FullConstantsPrinter
 from smelt.errors import InternalError, SmeltError, internal_errors
 from smelt.universe import SMELT_UNIVERSE
 
-
 DESCRIPTION = ("smelt-opt: reads .mlir or .onnx, runs a pass pipeline (-p, "
                "`smelt pipelines` prints the presets) and prints the IR at any "
                "level (-t mlir, llvm, asm); smelt's dialects, passes and targets "

@@ -28,6 +28,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from smelt.compiler.deferred import Deferred, tail_start
+from smelt.compiler.instrument import DumpOptions, Instrumentation, module_text
+from smelt.compiler.options import CompileOptions
+from smelt.compiler.pipelines import LOWER
+from smelt.compiler.progress import SILENT, Progress
 from smelt.compiler.runner import (
     ModelLike,
     import_graph,
@@ -35,10 +39,6 @@ from smelt.compiler.runner import (
     parse_pipeline,
     run_passes,
 )
-from smelt.compiler.instrument import DumpOptions, Instrumentation, module_text
-from smelt.compiler.options import CompileOptions
-from smelt.compiler.pipelines import LOWER
-from smelt.compiler.progress import SILENT, Progress
 from smelt.compiler.stats import summary
 from smelt.dialects.loop import is_kernel
 from smelt.errors import SmeltError, internal_errors
