@@ -5,8 +5,8 @@ inputs must lead with one symbolic dim (the ONNX `dim_param`, e.g. "batch",
 bounded by `dims={"batch": (1, 64)}`), their other dims static, and every op
 must compute each batch row from that row alone (the rule of
 `dynamic_rows.py`); anything else is refused naming the op. The model is
-lowered and scheduled by the usual pipeline for batch 1, then the batch becomes a run-time loop bound
-(`lowering/dynamic_batch.py`) and the LLVM code reads it from the call
+lowered and scheduled by the usual pipeline for batch 1, then the batch
+becomes a run-time loop bound (`lowering/dynamic_batch.py`) and the LLVM code reads it from the call
 (`lowering/llvm/emit_dynamic.py`); the memory plan is the batch-1 plan scaled
 by the batch (arena = batch * arena(1)).
 """

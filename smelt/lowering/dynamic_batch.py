@@ -48,7 +48,8 @@ def _dynamic(t: MemRefType) -> MemRefType:
     that joined the unit batch into its dims, `memref<D..>`: loop-flatten) is one
     row; at run time `memref<?xD..>`, a row the batch-1 buffer's bytes."""
     shape = list(t.get_shape())
-    return MemRefType(t.element_type, [DYNAMIC, *(shape[1:] if shape[0] == 1 else shape)])
+    row = shape[1:] if shape[0] == 1 else shape
+    return MemRefType(t.element_type, [DYNAMIC, *row])
 
 
 def _carries(t: object) -> bool:

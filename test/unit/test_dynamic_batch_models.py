@@ -74,7 +74,8 @@ def _image(name: str):
 
 
 @pytest.mark.parametrize(
-    "name, block", [("light_squeezenet", 8), ("light_squeezenet", 1), ("light_resnet50", 4)]
+    "name, block",
+    [("light_squeezenet", 8), ("light_squeezenet", 1), ("light_resnet50", 4)],
 )
 def test_light_model_one_compile(name, block, compiles):
     model = random_weights(onnx.load(os.path.join(LIGHT, f"{name}.onnx")), seed=0)
@@ -109,7 +110,8 @@ def _conv_net(rng) -> onnx.ModelProto:
         n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
         n("BatchNormalization", ["c1", "s", "bb", "m", "v"], ["bn"]),
         n("Relu", ["bn"], ["r1"]),
-        n("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        n("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2],
+          pads=[1, 1, 1, 1]),
         n("Conv", ["p1", "w2"], ["c2"]),
         n("Conv", ["p1", "w3"], ["c3"], pads=[1, 1, 1, 1]),
         n("Concat", ["c2", "c3"], ["cat"], axis=1),

@@ -65,7 +65,8 @@ def emit_for_dim(em: KernelEmitter, op: Operation) -> None:
 def emit_row(em: KernelEmitter, op: Operation) -> None:
     assert isinstance(op, RowOp)
     b = em.builder
-    offset = b.mul(em.get(op.index), constant(I64, _row_bytes(op.result.type, op.source.type)))
+    row = _row_bytes(op.result.type, op.source.type)
+    offset = b.mul(em.get(op.index), constant(I64, row))
     address = b.gep(em.get(op.source), [offset], inbounds=True, source_etype=I8)
     em.bind(op.result, address)
 
