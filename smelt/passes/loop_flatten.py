@@ -78,6 +78,10 @@ def _plan(
     accesses see the flattened dims (True) or none of them (False)."""
     body = nest[-1].body.block
     args = kernel.body.block.args
+    if any(
+        isinstance(o, Access) and o.memref not in args for o in body.walk()
+    ):  # a buffer of the kernel's own (scratch) keeps its shape: no flattening
+        return None
     accesses: list[tuple[int, Access]] = []
     for n, arg in enumerate(args):
         if not isinstance(arg.type, MemRefType):

@@ -105,6 +105,25 @@ func.func @iv_used(%o: memref<3x5xf32>) attributes {loop.kernel} {
   func.return
 }
 
+// A scratch buffer of the kernel's own keeps its shape: the kernel is left alone.
+// CHECK-LABEL: func.func @scratch(%{{.*}}: memref<3x5xf32>, %{{.*}}: memref<3x5xf32>)
+// CHECK-NEXT:   %{{.*}} = memref.alloca() : memref<3x5xf32>
+// CHECK-NEXT:   loop.for %{{.*}} = 0 to 3 step 1 parallel {
+func.func @scratch(%a: memref<3x5xf32>, %o: memref<3x5xf32>) attributes {loop.kernel} {
+  %s = memref.alloca() : memref<3x5xf32>
+  loop.for %h = 0 to 3 step 1 parallel {
+    loop.for %w = 0 to 5 step 1 parallel {
+      %x = memref.load %a[%h, %w] : memref<3x5xf32>
+      memref.store %x, %s[%h, %w] : memref<3x5xf32>
+      %y = memref.load %s[%h, %w] : memref<3x5xf32>
+      memref.store %y, %o[%h, %w] : memref<3x5xf32>
+      loop.yield
+    }
+    loop.yield
+  }
+  func.return
+}
+
 // CHECK-LABEL: func.func @main(%{{.*}}: memref<1x4x6xf32>, %{{.*}}: memref<1x4x6xf32>, %{{.*}}: memref<1x4x6xf32>)
 // CHECK-NEXT:   %[[A:.*]] = loop.view %{{.*}} : memref<1x4x6xf32> -> memref<24xf32>
 // CHECK-NEXT:   %[[B:.*]] = loop.view %{{.*}} : memref<1x4x6xf32> -> memref<24xf32>
