@@ -303,5 +303,12 @@ def test_cli_run_dim(tmp_path, capsys):
                str(tmp_path / "in.npz"), "--check", "-q"])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0 and "check PASSED" in out and "y: float32[5, 10]" in out
+    # random inputs: at OPT rows
+    assert main(["run", str(path), "--dim", "batch=2:16:3", "--check", "-q"]) == 0
+    assert "y: float32[3, 10]" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["run", str(path), "--dim", "batch=4:2"])
+    assert "--dim NAME=MIN:MAX[:OPT]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "compile once for a run-time leading dim" in capsys.readouterr().out
