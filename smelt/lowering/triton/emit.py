@@ -14,7 +14,11 @@ The mapping, for every kernel:
 * contractions (see `contraction.py`) become `tl.dot` tiles with a K loop, the
   initial value and the fused epilogue applied to the finished tile.
 
-Which mode and which block sizes a phase gets is decided in `schedule.py`.
+Which mode (`schedule.Mode`) and which block sizes a phase gets is decided in
+`schedule.py`. This module holds what every mode shares (values, loads and stores,
+offsets, sequential loops); each mode's own part is a module: `emit_lanes.py`
+(elementwise, rows), `emit_dot.py` (dot); serial is the shared part alone. The
+text goes through `writer.Writer`.
 """
 
 from __future__ import annotations
@@ -32,11 +36,9 @@ from smelt.dialects.loop import ForOp, YieldOp
 from smelt.errors import SmeltError
 from smelt.lowering.triton import schedule as sched
 from smelt.lowering.triton.emit_dot import emit_dot
+from smelt.lowering.triton.emit_lanes import emit_block_loop, emit_lanes
 from smelt.lowering.triton.ops import OP_TEXT, constant, is_zero_constant, pointer_type
 from smelt.lowering.triton.prelude import (
-    COMBINE,
-    IDENTITY,
-    REDUCE,
     check_sizes,
     param_names,
     unique_names,
@@ -49,6 +51,7 @@ from smelt.lowering.triton.structure import (
     is_statement,
     stored_buffers,
 )
+from smelt.lowering.triton.writer import Writer
 
 
 @dataclass(frozen=True)
@@ -69,34 +72,6 @@ class TritonKernel:
         return dict(self.schedule.blocks)
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.depth = 1
-        self.count = 0
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def fresh(self, prefix: str = "v") -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
-
-    def assign(self, expr: str, prefix: str = "v") -> str:
-        name = self.fresh(prefix)
-        self.line(f"{name} = {expr}")
-        return name
-
-    @contextmanager
-    def indented(self, header: str) -> Iterator[None]:
-        self.line(header)
-        self.depth += 1
-        try:
-            yield
-        finally:
-            self.depth -= 1
-
-
 Delin = tuple[str, int, tuple[int, ...], tuple[int, ...]]
 
 
@@ -110,14 +85,13 @@ class PhaseEmitter:
         self.phase = phase
         self.deps = deps
         self.name = name
-        self.w = _Writer()
+        self.w = Writer()
         self.scopes: list[dict[tuple[str, SSAValue], str]] = [{}]
         self.axes_of: dict[SSAValue, frozenset[str]] = {}
         self.ns = "T"  # "A" / "B" while a dot's operand tiles are emitted
         self.written = stored_buffers(phase.ops)
         self.params = unique_names(param_names(kernel))
         self.buffers = dict(zip(kernel.args, self.params))
-        self.flat: tuple[tuple[SSAValue, ...], tuple[int, ...], str] | None = None
         # (namespace, iv) -> (flat index, which component, strides, extents) of the
         # delinearization that bound it
         self.delin: dict[tuple[str, SSAValue], Delin] = {}
@@ -126,6 +100,11 @@ class PhaseEmitter:
         self.mode = self.plan.mode
         self.block_chains: dict[ForOp, BlockChain] = self.plan.chains
         lanes = self.mode in (sched.Mode.ELEMENTWISE, sched.Mode.ROWS)
+        # lanes: the grid's ivs at the grid's shape index a buffer by `offs` itself
+        grid = phase.grid
+        self.flat: tuple[tuple[SSAValue, ...], tuple[int, ...], str] | None = (
+            (tuple(grid.ivs), tuple(grid.extents), "offs") if lanes and grid else None
+        )
         self.lane_axes: frozenset[str] = frozenset({"L"}) if lanes else frozenset()
         # shape of a per-lane value, "" when there are no lanes
         self.lane_shape = {
@@ -345,7 +324,7 @@ class PhaseEmitter:
     def loop(self, op: ForOp) -> None:
         chain = self.block_chains.get(op)
         if chain is not None:
-            self.block_loop(chain)
+            emit_block_loop(self, chain)
             return
         lane_axes = self.lane_axes
         carried = []
@@ -365,34 +344,6 @@ class PhaseEmitter:
                 self.w.line(f"{name} = {expr}")
         for r, name in zip(op.res, carried):
             self.place(r, lane_axes, name)
-
-    def block_loop(self, bc: BlockChain) -> None:
-        """A chain run in [BLOCK_M, BLOCK_R] blocks with block accumulators."""
-        chain = bc.chain
-        total = chain.total
-        shape = "[BLOCK_M, BLOCK_R]"
-        accs = []
-        for acc, combiner in zip(chain.accs, bc.combiners):
-            ident = constant(IDENTITY[combiner], acc.type)
-            accs.append(self.w.assign(f"tl.broadcast_to({ident}, {shape})", "acc"))
-        r0 = self.w.fresh("r")
-        with self.w.indented(f"for {r0} in range(0, {total}, BLOCK_R):"), self.scope():
-            r = self.w.assign(f"{r0} + tl.arange(0, BLOCK_R)[None, :]", "r")
-            self.w.line(f"mask_r = {r} < {total}")
-            self.delinearize(r, chain.ivs, chain.extents, frozenset({"R"}))
-            for acc, name in zip(chain.accs, accs):
-                self.place(acc, frozenset({"L", "R"}), name)
-            self.statements(chain.all_ops())
-            full = self.mask(frozenset({"L", "R"}))
-            new = [self.value(v) for v in chain.yielded]
-            for name, expr in zip(accs, new):
-                self.w.line(f"{name} = tl.where({full}, {expr}, {name})")
-        for res, init, name, combiner in zip(
-            chain.results, chain.inits, accs, bc.combiners
-        ):
-            reduced = REDUCE[combiner].format(name) + "[:, None]"
-            combined = COMBINE[combiner].format(self.value(init), reduced)
-            self.place(res, frozenset({"L"}), self.w.assign(combined))
 
     def delinearize(
         self,
@@ -431,7 +382,7 @@ class PhaseEmitter:
             schedule, grid = sched.serial(), 1
             self.statements(self.phase.ops)
         else:
-            schedule, grid = self.emit_lanes()
+            schedule, grid = emit_lanes(self)
         params = ", ".join(
             self.params + [f"{k}: tl.constexpr" for k, _ in schedule.blocks]
         )
@@ -443,27 +394,6 @@ class PhaseEmitter:
             self.name, self.kernel.sym_name.data, self.mode, source,
             tuple(self.params), signature, schedule, grid,
         )  # fmt: skip
-
-    def emit_lanes(self) -> tuple[sched.Schedule, int]:
-        grid = self.phase.grid
-        assert grid is not None
-        total = grid.total
-        w = self.w
-        w.line("pid = tl.program_id(0)")
-        if self.mode is sched.Mode.ROWS:
-            inner = max(bc.chain.total for bc in self.block_chains.values())
-            schedule = sched.rows(total, inner)
-            w.line("offs = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
-            block = schedule.block("BLOCK_M")
-        else:
-            schedule = sched.elementwise(total)
-            w.line("offs = pid * BLOCK + tl.arange(0, BLOCK)")
-            block = schedule.block("BLOCK")
-        w.line(f"mask_l = offs < {total}")
-        self.delinearize("offs", grid.ivs, grid.extents, frozenset({"L"}))
-        self.flat = (tuple(grid.ivs), tuple(grid.extents), "offs")
-        self.statements(self.phase.grid_level_ops() + self.phase.body)
-        return schedule, -(-total // block)
 
 
 def union_axes(e: PhaseEmitter, values) -> frozenset[str]:
