@@ -126,6 +126,7 @@ def compile_dynamic(
     shapes = {name: [1, *shape[1:]] for name, shape in inputs}
     options = CompileOptions(level=level, threads=1, cpu=cpu, input_shapes=shapes)
     module = import_model(model, shapes)
+    outer = remarks._SINK.get()  # noqa: SLF001 (smelt run --remarks collects too)
     with remarks.collect() as found:
         lower(module, options.resolved_pipeline())
         blocked = None
@@ -146,6 +147,8 @@ def compile_dynamic(
         assert isinstance(main, func.FuncOp)
         plan = plan_memory(main, in_place=True)
         make_batch_dynamic(module, dim, blocked)
+    if outer is not None:
+        outer.extend(found)
     _initialize()
     spec = module_spec(module)
     lowered = lower_dynamic_module(module, plan, [dim], EmitOptions())

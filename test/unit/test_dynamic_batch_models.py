@@ -306,6 +306,11 @@ def test_cli_run_dim(tmp_path, capsys):
     # random inputs: at OPT rows
     assert main(["run", str(path), "--dim", "batch=2:16:3", "--check", "-q"]) == 0
     assert "y: float32[3, 10]" in capsys.readouterr().out
+    # --remarks: the run-time dim's remarks among the passes'
+    assert main(["run", str(path), "--dim", "batch=1:16:4", "-q", "--remarks"]) == 0
+    assert "make-batch-dynamic: the loop over the run-time dim 'batch'" in (
+        capsys.readouterr().out
+    )
     with pytest.raises(SystemExit):
         main(["run", str(path), "--dim", "batch=4:2"])
     assert "--dim NAME=MIN:MAX[:OPT]" in capsys.readouterr().err
