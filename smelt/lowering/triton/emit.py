@@ -116,6 +116,9 @@ class PhaseEmitter:
             else {"M": "mask_m", "N": "mask_n", "K": ""}
         )
         c = self.plan.contraction
+        # a dot's values are whole [BLOCK_M, BLOCK_N] tiles: its stores broadcast to
+        # the tile, masked on M and N, and its masked loads fill with zeros
+        self.tile: str | None = "(BLOCK_M, BLOCK_N)" if c else None
         # a dot's values stand for others (the accumulator for its memory cell) and
         # depend on the K loop's ivs; those are named per operand tile ("A", "B")
         self.alias: dict[SSAValue, SSAValue] = dict(c.alias) if c else {}
@@ -283,7 +286,7 @@ class PhaseEmitter:
         mask = self.mask(self.axes(op.res))
         if mask is None:
             return f"tl.load({ptr})"
-        other = ", other=0" if self.ns != "T" or self.mode is sched.Mode.DOT else ""
+        other = ", other=0" if self.ns != "T" or self.tile else ""
         return f"tl.load({ptr}, mask={mask}{other})"
 
     def store(self, op: memref.StoreOp) -> None:
@@ -291,10 +294,10 @@ class PhaseEmitter:
         value = self.value(op.value)
         index_axes = union_axes(self, op.indices)
         axes = self.axes(op.value) | index_axes
-        if self.mode is sched.Mode.DOT:
-            # epilogue values are whole tiles; a unit dim the index ignores (a
-            # batch of one) is masked down to its one valid row or column
-            ptr = f"tl.broadcast_to({ptr}, (BLOCK_M, BLOCK_N))"
+        if self.tile:
+            # a unit dim the index ignores (a batch of one) is masked down to its
+            # one valid row or column
+            ptr = f"tl.broadcast_to({ptr}, {self.tile})"
             axes = frozenset({"M", "N"})
         elif not self.axes(op.value) <= index_axes:
             ptr = f"tl.broadcast_to({ptr}, {value}.shape)"
