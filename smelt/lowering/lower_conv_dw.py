@@ -11,7 +11,10 @@ same body, and one store per output vector:
       y[n, oh, ow, c] = epilogue(bias[c] + acc_0 + ... + acc_{CHAINS-1})
     }
 
-x is the zero-padded copy (prepare_conv2d), so no tap is guarded. Channel
+No padded copy of x: the interior pixels (every tap inside the input) run in a
+nest without guards; the border rows and columns in four small nests whose taps
+clamp the index and select 0 outside (the loop-invariant condition costs a
+broadcast, not a per-lane test). Channel
 blocks CB where the weights outgrow L1 (512 channels of a 5x5 window: 51 KiB of
 weights and 5 input rows of 18·512 floats, 184 KiB, read from L2 otherwise).
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
+from smelt.dialects import dtypes, graph
 from smelt.lowering.kernel_io import KernelIO
 from smelt.lowering.loop_builder import shape
 from smelt.lowering.scalar_ops import Arith
@@ -55,26 +59,62 @@ def channel_block(channels: int, kh: int, kw: int, padded_width: int,
     return block
 
 
+def handles(op: graph.Conv2dOp) -> bool:
+    """Whether the NHWC conv `op` lowers here: f32 in and out, depthwise."""
+    from smelt.lowering.lower_conv_nhwc import Conv
+
+    values = (op.input, op.weight, op.result)
+    return (
+        all(graph.element_type_of(v) == dtypes.f32 for v in values)
+        and Conv.of(op).depthwise
+    )
+
+
+def _interior(out: int, size: int, k: int, stride: int, dilation: int,
+              low: int) -> tuple[int, int]:  # fmt: skip
+    """[lo, hi): the outputs of one spatial dim whose every tap is inside the
+    input (0 <= o·stride + t·dilation - low < size for all taps t)."""
+    lo = min(out, -(-low // stride))
+    last = size - 1 + low - (k - 1) * dilation  # o·stride <= last
+    hi = min(out, last // stride + 1) if last >= 0 else 0
+    return lo, max(lo, hi)
+
+
 def conv_depthwise_registers(
-    io: KernelIO, a: Arith, conv, x: SSAValue, w: SSAValue
+    io: KernelIO, a: Arith, conv, x: SSAValue, w: SSAValue, pads: list[int]
 ) -> None:
     """out = epilogue(bias + window sum) per channel; `conv` is
-    lower_conv_nhwc.Conv with cg == og == 1, x the padded NHWC input."""
+    lower_conv_nhwc.Conv with cg == og == 1, x the unpadded NHWC input: the
+    interior (every tap inside) in one nest without guards, the border rows and
+    columns in nests whose taps are clamped and selected (0 outside)."""
     k = io.k
     channels = conv.groups
+    _, height, width, _ = shape(x)
     (sh, sw), (dh, dw) = conv.strides, conv.dilations
-    cb = channel_block(channels, conv.kh, conv.kw, shape(x)[2])
+    cb = channel_block(channels, conv.kh, conv.kw, width + pads[1] + pads[3])
     taps = [(i, j) for i in range(conv.kh) for j in range(conv.kw)]
     chains = min(CHAINS, len(taps))
-    bounds = [conv.n, channels // cb, conv.oh, conv.ow, cb]
-    with k.nest(bounds) as (n, block, oh, ow, ci):
+    rows = _interior(conv.oh, height, conv.kh, sh, dh, pads[0])
+    cols = _interior(conv.ow, width, conv.kw, sw, dw, pads[1])
+
+    def body(n, block, oh, ow, ci, guard_rows: bool, guard_cols: bool) -> None:
         c = k.affine([(block, cb), (ci, 1)]) if cb < channels else ci
         partial: list[SSAValue | None] = [None] * chains
         for tap, (i, j) in enumerate(taps):
-            row = k.affine([(oh, sh)], i * dh)
-            col = k.affine([(ow, sw)], j * dw)
-            wv = k.load_value(w, [k.index(i), k.index(j), c])
-            product = a.mul(k.load_value(x, [n, row, col, c]), wv)
+            row = k.affine([(oh, sh)], i * dh - pads[0])
+            col = k.affine([(ow, sw)], j * dw - pads[1])
+            inside = []
+            if guard_rows:
+                inside.append(k.in_range(row, 0, height))
+                row = k.clamp(row, 0, height - 1)
+            if guard_cols:
+                inside.append(k.in_range(col, 0, width))
+                col = k.clamp(col, 0, width - 1)
+            xv = k.load_value(x, [n, row, col, c])
+            valid = k.and_all(inside)
+            if valid is not None:
+                xv = a.select(valid, xv, a.zero())
+            product = a.mul(xv, k.load_value(w, [k.index(i), k.index(j), c]))
             prev = partial[tap % chains]
             partial[tap % chains] = product if prev is None else a.add(prev, product)
         total = io.read(2, [c])
@@ -82,4 +122,20 @@ def conv_depthwise_registers(
             total = a.add(total, value)
         io.write(0, total, [n, oh, ow, c])
 
+    def region(oh_range, ow_range, guard_rows: bool, guard_cols: bool) -> None:
+        if oh_range[0] >= oh_range[1] or ow_range[0] >= ow_range[1]:
+            return
+        with (
+            k.nest([conv.n, channels // cb]) as (n, block),
+            k.loop(oh_range[1], lb=oh_range[0]) as oh,
+            k.loop(ow_range[1], lb=ow_range[0]) as ow,
+            k.loop(cb) as ci,
+        ):
+            body(n, block, oh, ow, ci, guard_rows, guard_cols)
 
+    full_w = (0, conv.ow)
+    region((0, rows[0]), full_w, True, True)
+    region(rows, (0, cols[0]), False, True)
+    region(rows, cols, False, False)
+    region(rows, (cols[1], conv.ow), False, True)
+    region((rows[1], conv.oh), full_w, True, True)

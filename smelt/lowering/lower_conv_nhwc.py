@@ -14,6 +14,7 @@ from xdsl.ir import SSAValue
 
 from smelt.dialects import dtypes, graph, loop
 from smelt.errors import SmeltError
+from smelt.lowering import lower_conv_dw
 from smelt.lowering.kernel_io import KernelIO, writes_own_type
 from smelt.lowering.loop_builder import (
     BATCH_ROLE,
@@ -27,7 +28,6 @@ from smelt.lowering.loop_builder import (
     tag_loops,
 )
 from smelt.lowering.loop_context import LoweringContext
-from smelt.lowering.lower_conv_dw import conv_depthwise_registers
 from smelt.lowering.lower_data import pad_nest
 from smelt.lowering.pool_windows import finite_lowest, hollow, nonzero_count
 from smelt.lowering.scalar_ops import Arith, memref_type
@@ -146,7 +146,7 @@ def prepare_conv2d(
     conv = Conv.of(op)
     pads = list(op.attr("pads") or (0,) * 4)
     extra = []
-    if any(pads):
+    if any(pads) and not lower_conv_dw.handles(op):  # it guards its border itself
         src = operand_buffer(0)
         n, h, w, c = shape(src)
         padded_type = MemRefType(
@@ -190,11 +190,12 @@ def emit_conv2d(io: KernelIO, op: graph.Conv2dOp) -> None:
     out = extra.pop() if _needs_scratch(op) else io.result_buffer(0)
     x = extra[0] if len(extra) == 2 else io.operand_buffer(0)
     w = extra[-1]
+    if lower_conv_dw.handles(op):
+        pads = list(op.attr("pads") or (0,) * 4)
+        return lower_conv_dw.conv_depthwise_registers(io, a, conv, x, w, pads)
     # 16-bit floats accumulate in an f32 register; others accumulate in the output.
     if a.type != a.storage or out is None:
         _conv_register(io, a, conv, x, w)
-    elif conv.depthwise and a.is_float:
-        conv_depthwise_registers(io, a, conv, x, w)
     elif conv.depthwise:
         _conv_depthwise(io, a, conv, x, w, out)
     else:
