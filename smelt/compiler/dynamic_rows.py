@@ -13,8 +13,9 @@ LayerNorm, TopK, CumSum, ...), `axes` (the reductions; none given = all), a
 Transpose's `perm` that moves axis 0, a Slice that does not take axis 0 whole.
 A few ops mix rows whatever their attributes (recurrences, whose time axis is
 axis 0 of the scan; Loop; GatherND / ScatterND without batch dims; a Gemm that
-transposes its batch-carrying side or takes the batch on its right) and are
-refused with the reason.
+transposes its batch-carrying side or takes the batch on its right; a Trilu
+whose matrix rows are the batch: what it keeps depends on the row's index) and
+are refused with the reason.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def _why_mixing(op: Operation, dim: str) -> str | None:
         if _carries(first, dim) and not (batch_dims and batch_dims[0] >= 1):
             return f"its indices address the '{dim}' axis"
         return None
+    if op.name == "graph.trilu" and _carries(first, dim) and len(shape_of(first)) == 2:
+        return f"which elements it keeps depends on the row's index along '{dim}'"
     if op.name == "graph.reverse_sequence":
         if op.batch_axis.value.data != 0:  # type: ignore[attr-defined]
             return f"batch_axis is not the '{dim}' axis"

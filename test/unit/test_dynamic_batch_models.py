@@ -250,9 +250,12 @@ def test_embedding_gather_over_a_constant_table(block, compiles):
 
 
 def _one_op(node, out_shape, inits=()):
+    rank2 = list(node.input) == ["x2"]  # Trilu: a [batch, 8] input
     graph = helper.make_graph(
         [node], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 8])],
+        [helper.make_tensor_value_info(
+            "x2" if rank2 else "x", TensorProto.FLOAT,
+            ["batch", 8] if rank2 else ["batch", 6, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
         list(inits),
     )  # fmt: skip
@@ -276,6 +279,8 @@ def _ints(name, values):
          [6, "batch", 8], (), r"graph.transpose .*must lead with 'batch'"),
         (helper.make_node("ReduceMax", ["x"], ["y"], axes=[0], keepdims=1),
          [1, 6, 8], (), r"graph.reduce_max .*must lead with 'batch'"),
+        (helper.make_node("Trilu", ["x2"], ["y"]), ["batch", 8], (),
+         r"graph.trilu .*mixes rows .*the row's index"),
         (helper.make_node("Concat", ["x", "x"], ["y"], axis=0),
          ["2batch", 6, 8], (), r"graph.concat .*must lead with 'batch'"),
     ],
