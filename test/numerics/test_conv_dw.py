@@ -26,6 +26,7 @@ CASES = [
     (1, 33, 12, 12, 3, 2, (0, 1, 1, 0), 1, 1, "Relu6"),  # asymmetric pads
     (1, 20, 18, 18, 3, 1, (2, 2, 2, 2), 2, 1, "HardSwish"),  # dilation 2
     (1, 3, 9, 9, 3, 1, (0, 0, 0, 0), 1, 1, "none"),  # no pads, 3 channels
+    (1, 16, 4, 5, 7, 1, (3, 3, 3, 3), 1, 1, "HardSwish"),  # no interior pixel
     (2, 19, 10, 10, 5, 1, (2, 2, 2, 2), 1, 1, "HardSwish"),  # batch 2
     (1, 192, 14, 14, 5, 1, (2, 2, 2, 2), 1, 1, "HardSwish"),  # 3 blocks of 64
     (1, 96, 9, 9, 7, 2, (3, 3, 3, 3), 1, 1, "Relu6"),  # 3 channel blocks of 32
