@@ -211,6 +211,42 @@ def test_depthwise_split_pad_net_one_compile(level, block, compiles):
 
 
 @pytest.mark.parametrize("block", [1, 4])
+def test_attention_batched_matmuls(block, compiles):
+    """Two inputs carrying the batch; MatMul by a constant, a Transpose that keeps
+    axis 0, batched MatMuls of two batch-carrying sides, Softmax, LayerNorm."""
+    rng = np.random.default_rng(1)
+    n = helper.make_node
+    graph = helper.make_graph(
+        [
+            n("MatMul", ["q", "wq"], ["qq"]),
+            n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+            n("MatMul", ["qq", "kt"], ["s"]),
+            n("Softmax", ["s"], ["p"], axis=-1),
+            n("MatMul", ["p", "k"], ["y"]),
+            n("LayerNormalization", ["y", "g", "b"], ["z"], axis=-1),
+        ],
+        "attention",
+        [helper.make_tensor_value_info("q", TensorProto.FLOAT, ["batch", 12, 16]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, ["batch", 20, 16])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 12, 16])],
+        [_const("wq", [16, 16], rng), _const("g", [16], rng), _const("b", [16], rng)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = dynamic.compile_dynamic(
+        model, {"batch": (1, 16)}, opt_dims={"batch": block}
+    )
+    assert not any("no blocks" in r for r in compiled.info["remarks"])
+
+    def feed(rng, batch):
+        return {
+            "q": rng.standard_normal((batch, 12, 16)).astype(np.float32),
+            "k": rng.standard_normal((batch, 20, 16)).astype(np.float32),
+        }
+
+    _run_all(model, compiled, compiles, feed)
+
+
+@pytest.mark.parametrize("block", [1, 4])
 def test_embedding_gather_over_a_constant_table(block, compiles):
     """Gather axis 0 of a constant table by [batch, 4] indices is row-local (the
     rule admits it: its axis is the table's); its index range check (loop.check)
