@@ -140,7 +140,6 @@ def child(name: str, top: int) -> None:
     from smelt.compiler import driver  # noqa: F401
 
     imports = time.perf_counter() - t0
-    import smelt
     from smelt.compiler.cli_inputs import resolve_model
     from smelt.compiler.instrument import DumpOptions
 

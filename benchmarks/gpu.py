@@ -30,7 +30,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numeri
 
 import torch
 import torch.nn.functional as F
-
 from onnx_torch import NoTorchOp, OnnxTorch, rebatch  # noqa: E402
 
 from smelt.compiler import pipelines

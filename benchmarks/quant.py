@@ -26,13 +26,12 @@ import onnx
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numerics"))
 
+import models  # noqa: E402
 from cpu import compare_ms, compile_cpu, ort_session  # noqa: E402
 from hostinfo import header_lines  # noqa: E402
 
 from smelt.quantize.calibration import METHODS  # noqa: E402
 from smelt.quantize.qdq import weight_bytes  # noqa: E402
-
-import models  # noqa: E402
 
 MODELS = {
     # 64x1024 -> 4096 -> 1024: ReLU (then softmax), and erf-GELU as torch exports it

@@ -24,7 +24,6 @@ import numpy as np
 import onnx
 from onnx import TensorProto as T
 from onnx import helper as h
-
 from seeds import Seed, make_feeds, seeds
 
 HUGE = (2**31, 2**40, 2**62, -(2**62))

@@ -163,9 +163,9 @@ def _site(exc: BaseException) -> str:
 def run_case(case, stage=lambda s: None) -> dict:
     """The outcome of one case as a JSON-able dict."""
     import onnx
+    from mutate import realize_feeds
 
     import smelt
-    from mutate import realize_feeds
 
     feeds = realize_feeds(case)
     stage("ort")

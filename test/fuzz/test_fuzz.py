@@ -71,10 +71,9 @@ def test_the_atheris_harness_judges_without_atheris():
     matches onnxruntime, garbage is refused, and a model whose oracles
     disagree (NaN from Log, then MaxPool, which ONNX leaves open) is no
     finding."""
+    from atheris_import import Harness
     from onnx import TensorProto, helper
     from seeds import seeds
-
-    from atheris_import import Harness
 
     harness = Harness(work="")
     seed = seeds(False)[0].model.SerializeToString()

@@ -101,7 +101,6 @@ def rel_error(a: np.ndarray, b: np.ndarray) -> float:
 
 from smelt.frontend.random_weights import random_weights, with_logits  # noqa: E402,F401
 
-
 # --- models built with onnx.helper -------------------------------------------------
 
 

@@ -19,8 +19,8 @@ import onnx
 from onnx import numpy_helper
 
 from smelt.errors import SmeltError
-from smelt.frontend.onnx import import_model
 from smelt.frontend.handlers import HANDLERS
+from smelt.frontend.onnx import import_model
 from smelt.reference.executor import run_graph
 
 

@@ -28,7 +28,6 @@ from test_reference_vs_ort import TOL, check_outputs, ill_conditioned, softmax_i
 
 import smelt
 
-
 AVX2 = "x86-64-v3"
 
 

@@ -9,11 +9,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper as h
-
-import smelt
-from smelt.dialects import graph as g
-from smelt.frontend.onnx import import_model
-from smelt.reference.executor import run_graph
 from test_loop_op import (
     BOOL,
     F32,
@@ -23,6 +18,11 @@ from test_loop_op import (
     _info,
     _single_carry_model,
 )
+
+import smelt
+from smelt.dialects import graph as g
+from smelt.frontend.onnx import import_model
+from smelt.reference.executor import run_graph
 
 
 def test_a_body_that_gathers_row_i_and_carries_an_integer() -> None:

@@ -8,8 +8,7 @@ with its reason, or whose expected output is disputed (`conformance_disputed.txt
 is a skip that says so, never a pass."""
 
 import pytest
-
-from conformance import PASSED, collect, run_case, ops_tested
+from conformance import PASSED, collect, ops_tested, run_case
 
 CASES = collect()
 OPS = ops_tested(CASES)

@@ -9,9 +9,9 @@ import re
 import warnings
 
 import onnx.backend.test
+from conformance import PASSED
 
 import smelt.backend
-from conformance import PASSED
 
 CLAIMED = sorted(set(PASSED.read_text().split()))
 # case name → why the runner cannot pass it although conformance.py does

@@ -310,7 +310,7 @@ def test_quant_cast_converts_fast_contractions_by_default():
     module = import_graph(small_encoder())
     lower(
         module,
-        f'target-attach-cpu{{cpu="znver5"}},graph-fold-constants,'
+        'target-attach-cpu{cpu="znver5"},graph-fold-constants,'
         "quant-cast{to=bf16 contractions=false}",
     )
     (mm,) = [op for op in module.walk() if isinstance(op, graph.MatMulOp)]

@@ -9,8 +9,9 @@ import re
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import StringAttr
+from int8_oracle import ORT_INT8_EXACT, ort_outputs
 from onnx import TensorProto, helper, numpy_helper
+from xdsl.dialects.builtin import StringAttr
 
 import smelt
 from smelt.compiler.driver import import_graph, lower
@@ -26,8 +27,6 @@ from smelt.dialects.quant_gemm import (
     unpack_weights,
 )
 from smelt.targets.cpu_spec import CpuSpec, host
-
-from int8_oracle import ORT_INT8_EXACT, ort_outputs
 
 QDQ = "quant-fold-qdq,quant-pack-gemm"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from int8_oracle import ort_outputs, reference_outputs
 from onnx import TensorProto, helper, numpy_helper
 
 import smelt
@@ -17,8 +18,6 @@ from smelt.compiler.driver import import_graph
 from smelt.dialects import dtypes, graph
 from smelt.dialects import quant as q
 from smelt.errors import SmeltError
-
-from int8_oracle import ort_outputs, reference_outputs
 
 RNG = np.random.default_rng(14)
 F32 = TensorProto.FLOAT

@@ -19,13 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-
-import smelt
-from smelt.dialects.quant_gemm import choose_variant
-from smelt.passes.quant_depthwise import MAX_TAPS
-from smelt.targets.cpu_spec import host
 from int8_oracle import ort_weight_bits
+from onnx import TensorProto, helper, numpy_helper
 from quant_ort_models import (
     contractions,
     ort_quantize,
@@ -34,6 +29,11 @@ from quant_ort_models import (
     quantized_case,
     within,
 )
+
+import smelt
+from smelt.dialects.quant_gemm import choose_variant
+from smelt.passes.quant_depthwise import MAX_TAPS
+from smelt.targets.cpu_spec import host
 
 # onnxruntime's default run (its int8 kernels) is exact for 8-bit weights only
 # with VNNI: elsewhere the files have 7-bit weights (int8_oracle.py says why).

@@ -9,18 +9,17 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from xdsl.dialects import func
-from onnx import TensorProto, helper, numpy_helper
-
-import smelt
-from smelt.compiler.pipelines import preset
-from smelt.compiler.driver import import_graph, lower
-from smelt.dialects import graph
-from smelt.dialects import quant as q
-
 from int8_oracle import ort_outputs, ort_weight_bits
 from models import encoder_layer_model, mlp_gelu_model
+from onnx import TensorProto, helper, numpy_helper
 from quant_ort_models import ort_quantize
+from xdsl.dialects import func
+
+import smelt
+from smelt.compiler.driver import import_graph, lower
+from smelt.compiler.pipelines import preset
+from smelt.dialects import graph
+from smelt.dialects import quant as q
 
 
 def quantized(model: onnx.ModelProto, name: str, batches, act: str) -> onnx.ModelProto:

@@ -10,10 +10,10 @@ import io
 
 import numpy as np
 import pytest
+from models import run_onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
 import smelt
-from models import run_onnxruntime
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 

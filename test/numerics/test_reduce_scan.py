@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from models import run_onnxruntime
 from onnx import TensorProto, ValueInfoProto, helper, numpy_helper
 
 import smelt
-from models import run_onnxruntime
 
 RNG = np.random.default_rng(7)
 ONNX_TYPE = {

@@ -220,7 +220,7 @@ def test_code_for_a_cpu_the_host_lacks_compiles_and_refuses_to_run():
         pytest.skip("this host has every feature smelt knows")
     cpu = f"x86-64-v3,+{lacking[-1]}"
     compiled = smelt.compile(matmul_model(8, 16, 32, True), "cpu", cpu=cpu)
-    with pytest.raises(SmeltError, match=f"lacks: compile it with cpu='host'"):
+    with pytest.raises(SmeltError, match="lacks: compile it with cpu='host'"):
         compiled.run({"a": np.zeros((8, 16), np.float32)})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_convert_graph_to_loop import Graph, check, ints, lower, main_of, randn
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
@@ -14,8 +15,6 @@ from xdsl.parser import Parser
 from smelt.dialects import dtypes, graph, loop
 from smelt.errors import SmeltError
 from smelt.universe import make_context
-from test_convert_graph_to_loop import Graph, check, ints, lower, main_of, randn
-
 
 # --- windows and contractions --------------------------------------------------------
 

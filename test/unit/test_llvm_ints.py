@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_llvm_target import _NP, RNG, N, floats, run_elementwise
-
 
 # --- integers ----------------------------------------------------------------------
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_llvm_target import RNG, elementwise, floats, parse, run, run_elementwise
 
 from smelt.errors import SmeltError
 from smelt.lowering.llvm.emit import emit_llvm_ir
 from smelt.lowering.llvm.jit import compile_to_native
-from test_llvm_target import RNG, elementwise, floats, parse, run, run_elementwise
-
 
 # --- loops: reductions, matmul, bounds ------------------------------------------------
 

@@ -12,7 +12,12 @@ import smelt
 from smelt.compiler import cli
 from smelt.errors import SmeltError
 from smelt.quantize.calibration import (
-    BINS, Calibration, TensorStats, collect, entropy_threshold, tensor_range,
+    BINS,
+    Calibration,
+    TensorStats,
+    collect,
+    entropy_threshold,
+    tensor_range,
 )  # fmt: skip
 
 

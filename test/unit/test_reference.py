@@ -14,7 +14,6 @@ from smelt.dialects import dtypes
 from smelt.dialects import graph as g
 from smelt.errors import SmeltError
 from smelt.frontend.onnx import import_model
-from smelt.reference import executor as reference
 from smelt.reference.executor import evaluate, run_graph
 from smelt.reference.kernels import ALL_KERNELS
 

@@ -15,9 +15,9 @@ from smelt.compiler.driver import import_graph, lower
 from smelt.compiler.options import CompileOptions
 from smelt.errors import SmeltError
 from smelt.lowering.triton import schedule
+from smelt.lowering.triton.emit_dot import FP32_DOT_ATTR
 from smelt.lowering.triton.prelude import PRELUDE
 from smelt.lowering.triton.source import emit_triton, module_kernels
-from smelt.lowering.triton.emit_dot import FP32_DOT_ATTR
 from smelt.universe import make_context
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "numerics"))

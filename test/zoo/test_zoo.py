@@ -5,9 +5,9 @@ output)."""
 import numpy as np
 import onnxruntime as ort
 import pytest
+import zoo
 
 import smelt
-import zoo
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 CASES = [(name, ex) for name in zoo.MODELS for ex in zoo.EXPORTERS]
