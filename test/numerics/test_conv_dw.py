@@ -45,7 +45,9 @@ def _model(case):
     inits = [numpy_helper.from_array(weights, "w")]
     stats = {"g": rng.random(o) + 0.5, "b": rng.standard_normal(o),
              "m": rng.standard_normal(o) * 0.1, "v": rng.random(o) + 0.5}  # fmt: skip
-    inits += [numpy_helper.from_array(v.astype(np.float32), n) for n, v in stats.items()]
+    inits += [
+        numpy_helper.from_array(v.astype(np.float32), n) for n, v in stats.items()
+    ]
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["t"], group=c, kernel_shape=[k, k],
                          strides=[s, s], pads=list(pads), dilations=[d, d]),
@@ -65,7 +67,9 @@ def _model(case):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[1:6])) + c[-1])
+@pytest.mark.parametrize(
+    "case", CASES, ids=lambda c: "x".join(map(str, c[1:6])) + c[-1]
+)
 def test_depthwise_o2(case, threads):
     model, feeds = _model(case)
     compiled = smelt.compile(model, "cpu", level="O2", threads=threads)
@@ -86,7 +90,7 @@ def test_register_form_has_no_memory_accumulation():
     module = lower(import_graph(model), pipelines.preset("cpu", "O2"))
     text = module_text(module)
     assert "conv2d_pad" not in text
-    kernel = text[text.index("func.func @fused_conv2d"):]
+    kernel = text[text.index("func.func @fused_conv2d") :]
     kernel = kernel[: kernel.index("func.func", 10)]
     out = kernel[: kernel.index(")")].split("%")[-1].split(":")[0]  # last argument
     assert f"vector.load %{out}[" not in kernel, kernel
