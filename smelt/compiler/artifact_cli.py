@@ -134,6 +134,7 @@ def cmd_run_artifact(args: argparse.Namespace) -> int:
 
     name = os.path.basename(args.model)
     built = given_options(run_parser(), args, BUILT) + ["--remarks"] * args.remarks
+    built += ["--dim"] * bool(getattr(args, "dim", None))  # an artifact is static
     if built:
         raise SmeltError(
             f"{', '.join(built)} decide{'s' * (len(built) == 1)} a build, and "

@@ -181,6 +181,8 @@ def test_artifact_refuses_compile_options_by_name(mlp, tmp_path, capsys):
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
     assert "--cpu, --print-ir-after-all decide a build" in err
+    assert cli.main(["run", art, "--trust", "--dim", "batch=1:8"]) == 1
+    assert "--dim decides a build" in capsys.readouterr().err  # was ignored
     assert cli.main(["run", mlp, "--trust"]) == 1
     assert "--trust and --trust-key choose which FILE.smelt" in capsys.readouterr().err
 
