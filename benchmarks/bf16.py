@@ -26,10 +26,9 @@ import onnx
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "numerics"))
 
+import models  # noqa: E402
 from hostinfo import header_lines  # noqa: E402
 from peers import interleaved_ms  # noqa: E402
-
-import models  # noqa: E402
 
 CPUS = ["host", "x86-64-v3"]  # this machine, and an AVX2 CPU without bf16 dot
 BF16_HOST_BOUND = 0.7

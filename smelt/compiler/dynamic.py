@@ -17,16 +17,12 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation
 
 from smelt.compiler.driver import lower
 from smelt.compiler.dynamic_rows import check_row_local
 from smelt.compiler.options import CompileOptions
-from smelt.dialects import graph, locations
+from smelt.dialects import graph
 from smelt.dialects.dtypes import to_numpy
-from smelt.dialects.graph_base import shape_of
-from smelt.dialects.symbolic import sym
 from smelt.dialects.program import is_main
 from smelt.errors import SmeltError, UnsupportedModel
 from smelt.lowering.dynamic_batch import make_batch_dynamic

@@ -23,7 +23,6 @@ from smelt.errors import SmeltError, internal_errors
 from smelt.runtime.model import TensorSpec
 from smelt.universe import SMELT_UNIVERSE, make_context
 
-
 ModelLike = str | os.PathLike | bytes | onnx.ModelProto | ModuleOp
 
 

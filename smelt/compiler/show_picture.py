@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-
 PALETTE = (
     "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2",
     "#dbdb8d", "#9edae5", "#fdd0a2", "#c7e9c0", "#dadaeb",

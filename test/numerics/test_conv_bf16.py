@@ -8,6 +8,7 @@ is left is the f32 sums' order and the bf16 result."""
 
 from __future__ import annotations
 
+import models
 import numpy as np
 import onnx
 import pytest
@@ -17,8 +18,6 @@ import smelt
 from smelt.compiler import pipelines
 from smelt.compiler.driver import import_graph, lower
 from smelt.lowering.llvm import bf16_gemm
-
-import models
 
 needs_bf16 = pytest.mark.skipif(
     not bf16_gemm.supported(), reason="host lacks AVX512-BF16"
@@ -105,7 +104,7 @@ def test_convs_stay_f32_where_the_bf16_dot_is_slow(level):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:4])))
 def test_bf16_convs_against_onnxruntime(case, level):
     pytest.importorskip("onnxruntime")
-    c, o, hw = case[0], case[1], case[5]
+    c, hw = case[0], case[5]
     rng = np.random.default_rng(hw)
     model = _conv_model(*case)
     y_shape = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from int8_oracle import ort_outputs, ort_weight_bits
 from onnx import TensorProto, helper, numpy_helper
 
 import smelt
 from smelt.compiler.check_quant import output_steps
-from int8_oracle import ort_outputs, ort_weight_bits
 
 ONNX_TYPE = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
 

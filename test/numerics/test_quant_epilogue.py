@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from int8_oracle import ort_outputs
 from onnx import TensorProto, helper, numpy_helper
 
 import smelt
-from int8_oracle import ort_outputs
 
 ACTIVATIONS = {
     "hardswish": [helper.make_node("HardSwish", ["n"], ["a"])],
@@ -159,9 +159,10 @@ def test_block_stack_dw_epilogues():
     conv's dequantize → BN → HardSwish → quantize runs in its quant_dwconv
     kernel (no other kernel computes those nodes), the logits within one output
     step of onnxruntime's int8 kernels where they are exact here."""
-    from smelt.compiler.check_quant import output_steps
     from int8_oracle import ort_weight_bits
     from test_quant_depthwise import block_stack
+
+    from smelt.compiler.check_quant import output_steps
 
     rng = np.random.default_rng(1)
     cal = {"input": rng.normal(0, 1, (4, 1, 3, 32, 32)).astype(np.float32)}

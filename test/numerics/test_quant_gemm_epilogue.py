@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from int8_oracle import ort_outputs
 from onnx import TensorProto, helper, numpy_helper
 from test_quant_epilogue import ACTIVATIONS, feeds_of
 
 import smelt
-from int8_oracle import ort_outputs
 from smelt.compiler.driver import import_graph, lower
 from smelt.compiler.pipelines import preset
 from smelt.dialects.quant_gemm import QGemmOp, choose_variant
@@ -225,8 +225,9 @@ def test_block_stack_gemm_epilogues():
     add] runs in its quant_qgemm kernel: no fused elementwise kernel is left;
     the logits within one output step of onnxruntime's int8 kernels."""
     from int8_oracle import ort_weight_bits
-    from smelt.compiler.check_quant import output_steps
     from test_quant_depthwise import block_stack
+
+    from smelt.compiler.check_quant import output_steps
 
     rng = np.random.default_rng(1)
     cal = {"input": rng.normal(0, 1, (4, 1, 3, 32, 32)).astype(np.float32)}

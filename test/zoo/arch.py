@@ -10,7 +10,6 @@ take these names too; "small" shapes are for smoke tests, "real" for benchmarks.
 from __future__ import annotations
 
 import numpy as np
-
 from zoo import Spec, _hf, _tokens
 
 

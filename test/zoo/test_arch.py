@@ -5,9 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import arch
+import pytest
 import zoo
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
