@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import FunctionType, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 
 from smelt.dialects import loop
