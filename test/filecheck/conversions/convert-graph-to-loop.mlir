@@ -100,14 +100,16 @@ func.func @conv_nhwc(%x: tensor<1x4x4x2xf32>) -> tensor<1x4x4x3xf32> {
   func.return %y : tensor<1x4x4x3xf32>
 }
 
-// NHWC depthwise conv (weights [kh, kw, c], channels innermost, after a padding
-// copy whose kernel is the only reader of the unpadded input) and max pool (window
+// NHWC f32 depthwise conv (lower_conv_dw: no padding copy; a pixel whose taps
+// leave the input clamps them and selects 0; the 3x3 taps unrolled, weights
+// [kh, kw, c] read at constant kh, kw; channels innermost) and max pool (window
 // loops kh, kw innermost, for loop-schedule to unroll).
-// CHECK-LABEL: func.func @conv2d_2(%{{.*}}: memref<2xf32>, %{{.*}}: memref<1x6x6x2xf32>, %{{.*}}: memref<3x3x2xf32>, %{{.*}}: memref<1x4x4x2xf32>) attributes {loop.kernel} {
-// CHECK:           loop.for %[[KH:.*]] = 0 to 3 step 1 reduction {
-// CHECK-NEXT:        loop.for %[[KW:.*]] = 0 to 3 step 1 reduction {
-// CHECK-NEXT:          loop.for %[[C:.*]] = 0 to 2 step 1 parallel {
-// CHECK:                 memref.load %{{.*}}[%[[KH]], %[[KW]], %[[C]]] : memref<3x3x2xf32>
+// CHECK-LABEL: func.func @conv2d_2(%{{.*}}: memref<1x4x4x2xf32>, %{{.*}}: memref<2xf32>, %{{.*}}: memref<3x3x2xf32>, %{{.*}}: memref<1x4x4x2xf32>) attributes {loop.kernel} {
+// CHECK-NOT:       reduction
+// CHECK:           loop.for %[[C:.*]] = 0 to 2 step 1 parallel {
+// CHECK:             %[[X:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %[[C]]] : memref<1x4x4x2xf32>
+// CHECK:             arith.select %{{.*}}, %[[X]], %{{.*}} : f32
+// CHECK:             memref.load %{{.*}}[%{{.*}}, %{{.*}}, %[[C]]] : memref<3x3x2xf32>
 // CHECK-LABEL: func.func @max_pool_0(
 // CHECK-SAME:      attributes {loop.kernel, loop.pattern = "window"}
 // CHECK:               loop.for %{{.*}} = 0 to 2 step 1 reduction iter_args
@@ -117,10 +119,10 @@ func.func @conv_nhwc(%x: tensor<1x4x4x2xf32>) -> tensor<1x4x4x3xf32> {
 // CHECK:               } {loop.role = "kh"}
 // CHECK:             } {loop.role = "c"}
 // CHECK-LABEL: func.func @depthwise_pool_nhwc(
-// CHECK:         %[[P:.*]] = loop.alloc : memref<1x6x6x2xf32>
-// CHECK-NEXT:    func.call @conv2d_pad_1(%{{.*}}, %[[P]])
-// CHECK-NEXT:    %[[W:.*]] = loop.constant dense_resource<__elided__> -> memref<3x3x2xf32>
-// CHECK-NEXT:    func.call @conv2d_2(%{{.*}}, %[[P]], %[[W]], %{{.*}})
+// CHECK-SAME:      %[[IN:[0-9]+]]: memref<1x4x4x2xf32>
+// CHECK-NOT:     conv2d_pad
+// CHECK:         %[[W:.*]] = loop.constant dense_resource<__elided__> -> memref<3x3x2xf32>
+// CHECK-NEXT:    func.call @conv2d_2(%[[IN]], %{{.*}}, %[[W]], %{{.*}})
 func.func @depthwise_pool_nhwc(%x: tensor<1x4x4x2xf32>) -> tensor<1x2x2x2xf32> {
   %w = graph.constant dense<1.0> : tensor<2x3x3x1xf32>
   %b = graph.constant dense<0.0> : tensor<2xf32>
