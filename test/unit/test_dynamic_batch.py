@@ -75,8 +75,9 @@ def test_one_compile_runs_every_batch(build, block):
     compiled = compile_dynamic(model, {"batch": (1, 64)}, opt_dims={"batch": block})
     assert compiled.input_shapes == {"x": ("batch", 64)}
     # the batch loop is outermost and left alone: a remark per kernel says so
-    found = compiled.info["remarks"]
-    assert found and all("run-time dim 'batch'" in r for r in found)
+    # (other passes' remarks, e.g. loop-vectorize's on an AVX2 host, aside)
+    found = [r for r in compiled.info["remarks"] if "run-time dim 'batch'" in r]
+    assert found
     blocked = "blocks of 8 rows run the body scheduled for 8"
     assert all((blocked in r) == (block == 8) for r in found)
     _check(model, compiled, rng)
