@@ -15,11 +15,7 @@ def compile(model, target: str = "cpu", **options):
     """Compile an ONNX model (path, bytes or ModelProto); see compiler.driver.compile.
     `dims={"batch": (1, 64)}` opts in to one compile for a run-time batch in that
     range (compiler.dynamic.compile_dynamic: a small op set for now)."""
-    if options.get("dims") is not None:
-        from smelt.compiler.dynamic import compile_dynamic
-
-        return compile_dynamic(model, target=target, **options)
-    from smelt.compiler.driver import compile as _compile
+    from smelt.compiler.entry import compile as _compile
 
     return _compile(model, target, **options)
 

@@ -62,7 +62,7 @@ def source_record(path: str, args: argparse.Namespace) -> dict:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    import smelt
+    from smelt.compiler import entry
     from smelt.compiler.cli_inputs import compile_inputs, resolve_model
     from smelt.compiler.cli_options import compile_kwargs, dump_options, progress_quiet
     from smelt.compiler.progress import shown
@@ -73,7 +73,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     source, shapes, constants = compile_inputs(args, path)
     t0 = time.perf_counter()
     with shown(os.path.basename(path), progress_quiet(args)) as progress:
-        model = smelt.compile(
+        model = entry.compile(
             source, "cpu", input_shapes=shapes, constants=constants,
             base_dir=os.path.dirname(os.path.abspath(path)), profile=args.profile,
             dump=dump_options(args), progress=progress, **compile_kwargs(args),
@@ -127,10 +127,10 @@ BUILT = ("compile options", "pass instrumentation (IR dumps go to stderr)")
 
 
 def cmd_run_artifact(args: argparse.Namespace) -> int:
-    import smelt
     from smelt.compiler.cli_inputs import load_inputs, random_inputs
     from smelt.compiler.cli_output import print_profile, run_and_show
     from smelt.errors import SmeltError
+    from smelt.runtime.artifact import load
 
     name = os.path.basename(args.model)
     built = given_options(run_parser(), args, BUILT) + ["--remarks"] * args.remarks
@@ -142,7 +142,7 @@ def cmd_run_artifact(args: argparse.Namespace) -> int:
             "to smelt compile, or run the .onnx model"
         )
     t0 = time.perf_counter()
-    model = smelt.load(args.model, trust=args.trust or args.trust_key)
+    model = load(args.model, trust=args.trust or args.trust_key)
     print(f"loaded {name} in {time.perf_counter() - t0:.3f} s  "
           f"[pipeline: {model.info['pipeline']}]")
     print(f"  cpu {model.info['cpu']}")

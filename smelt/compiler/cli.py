@@ -47,7 +47,7 @@ from smelt.errors import InternalError, SmeltError, internal_errors
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import smelt
+    from smelt.compiler import entry
     from smelt.compiler.progress import shown
     from smelt.compiler.stats import format_summary
     from smelt.runtime.artifact import is_artifact
@@ -62,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     source, shapes, constants = compile_inputs(args, path, feeds)
     t0 = time.perf_counter()
     with shown(os.path.basename(path), progress_quiet(args)) as progress:
-        model = smelt.compile(
+        model = entry.compile(
             source, args.target, input_shapes=shapes, constants=constants,
             base_dir=os.path.dirname(os.path.abspath(path)),
             profile=bool(args.profile), dump=dump_options(args), progress=progress,
@@ -156,9 +156,9 @@ def cmd_target(args: argparse.Namespace) -> int:
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:
-    import smelt
+    from smelt.quantize import quantize
 
-    result = smelt.quantize(
+    result = quantize(
         resolve_model(args.model), args.calibration, args.output, method=args.method,
         percentile=args.percentile, activations=args.activations,
         op_types=args.op_types, exclude=args.exclude, report=args.report,
