@@ -17,7 +17,7 @@ graph-convert-layout's NHWC, as one `quant.dwconv` (dialects/quant_conv.py):
 from __future__ import annotations
 
 import numpy as np
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint
 
@@ -25,7 +25,7 @@ from smelt.dialects import dtypes, graph, locations
 from smelt.dialects import quant as q
 from smelt.dialects.graph_base import shape_of
 from smelt.dialects.quant_conv import DwConvOp
-from smelt.passes.quant_gemm_chain import const, single
+from smelt.passes.quant_gemm_chain import const, conv_input, single
 
 MAX_TAPS = 49
 """The largest KH·KW unrolled in the kernel body (7×7); larger windows stay as
@@ -55,30 +55,6 @@ def _relu(quant: q.QuantizeOp, zp: np.ndarray) -> graph.MaxOp | None:
     return None
 
 
-def _input(conv: graph.Conv2dOp) -> tuple[SSAValue, int, list[int] | None] | None:
-    """(x_q, z_x, the transpose's perm) of the conv's sub?(cast(x_q))."""
-    value, z_x, perm = conv.input, None, None
-    while not isinstance(cast := value.owner, graph.CastOp):
-        if isinstance(op := value.owner, graph.TransposeOp) and perm is None:
-            value, perm = op.operands[0], list(op.attr("perm"))
-        elif isinstance(op, graph.SubOp) and z_x is None:
-            z = const(op.operands[1])
-            if z is None or z.size != 1:
-                return None
-            value, z_x = op.operands[0], int(z.reshape(-1)[0])
-        else:
-            return None
-    x_q = cast.operands[0]
-    storage = x_q.type.element_type
-    if cast.result.type.element_type != dtypes.i32:
-        return None
-    if storage not in (dtypes.i8, dtypes.ui8):
-        return None
-    lo, hi = q.storage_range(storage)
-    z_x = z_x or 0
-    return (x_q, z_x, perm) if lo <= z_x <= hi else None
-
-
 class PackDepthwise(RewritePattern):
     """The chain of the module docstring → pad + quant.dwconv."""
 
@@ -102,7 +78,7 @@ class PackDepthwise(RewritePattern):
             return
         if mult.size > 1 and mult.shape[-1] != c:
             return
-        found, req = _input(conv), _requantize(op)
+        found, req = conv_input(conv), _requantize(op)
         if found is None or req is None:
             return
         x_q, z_x, perm = found

@@ -87,6 +87,32 @@ def _matmul_rows(acc: SSAValue) -> Rows | None:
     return lambda: ([], x_q), w, bias, x_q.type.element_type == dtypes.i8
 
 
+def conv_input(conv: graph.Conv2dOp) -> tuple[SSAValue, int, list[int] | None] | None:
+    """(x_q, z_x, the transpose's perm) of the conv's input sub?(cast(x_q) to i32,
+    z_x), the cast and a transpose of x in either order; None unless x_q is 8-bit
+    and z_x in its range."""
+    value, z_x, perm = conv.input, None, None
+    while not isinstance(cast := value.owner, graph.CastOp):
+        if isinstance(op := value.owner, graph.TransposeOp) and perm is None:
+            value, perm = op.operands[0], list(op.attr("perm"))
+        elif isinstance(op, graph.SubOp) and z_x is None:
+            z = const(op.operands[1])
+            if z is None or z.size != 1:
+                return None
+            value, z_x = op.operands[0], int(z.reshape(-1)[0])
+        else:
+            return None
+    x_q = cast.operands[0]
+    storage = x_q.type.element_type
+    if cast.result.type.element_type != dtypes.i32:
+        return None
+    if storage not in (dtypes.i8, dtypes.ui8):
+        return None
+    lo, hi = q.storage_range(storage)
+    z_x = z_x or 0
+    return (x_q, z_x, perm) if lo <= z_x <= hi else None
+
+
 def _conv_rows(acc: SSAValue) -> Rows | None:
     """conv2d{nhwc, group 1}(sub?(cast(x_q) to i32, z_x), w, bias), the cast and
     a transpose of x in either order: the rows are x_q (transposed in 8 bits),
@@ -100,27 +126,11 @@ def _conv_rows(acc: SSAValue) -> Rows | None:
         return None
     # the input side stays as it is (other convs may read it): x_q is read
     # before the cast, the transpose redone on it, the sub folded into the bias
-    value, z_x, perm = conv.input, None, None
-    while not isinstance(cast := value.owner, graph.CastOp):
-        if isinstance(op := value.owner, graph.TransposeOp) and perm is None:
-            value, perm = op.operands[0], list(op.attr("perm"))
-        elif isinstance(op, graph.SubOp) and z_x is None:
-            z = const(op.operands[1])
-            if z is None or z.size != 1:
-                return None
-            value, z_x = op.operands[0], int(z.reshape(-1)[0])
-        else:
-            return None
-    z_x = z_x or 0
-    x_q = cast.operands[0]
+    found = conv_input(conv)
+    if found is None:
+        return None
+    x_q, z_x, perm = found
     storage = x_q.type.element_type
-    if cast.result.type.element_type != dtypes.i32:
-        return None
-    if storage not in (dtypes.i8, dtypes.ui8):
-        return None
-    lo, hi = q.storage_range(storage)
-    if not lo <= z_x <= hi:
-        return None
     o, kh, kw, c = w.shape
     pads = list(conv.attr("pads"))
     strides, dilations = list(conv.attr("strides")), list(conv.attr("dilations"))
